@@ -1,0 +1,89 @@
+"""Is this a ROCm machine? Decided without importing torch.
+
+torch's ``torch/version.py`` is generated at build time with ``hip`` set to the
+HIP version on ROCm builds and to ``None`` on CUDA and CPU builds; PR #4032 acts
+iff ``torch.version.hip`` is set. We read that file as text, never execute it.
+Without torch on the path, the HIP runtime library decides.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from ._errors import ConfigError
+from ._files import MAX_VERSION_PY_BYTES, read_small_file
+
+HIP_LIBRARY = "libamdhip64.so"
+DEFAULT_ROCM_PATH = "/opt/rocm"
+
+
+class Verdict(NamedTuple):
+    rocm: bool
+    evidence: str
+    """One line: the file that decided and what it says."""
+
+
+def detect(path_entries: Iterable[str], environ: Mapping[str, str]) -> Verdict:
+    """ROCm iff the first ``torch`` package on the path is a HIP build, or, with
+    no torch there, iff a HIP runtime is installed."""
+    for entry in path_entries:
+        package = os.path.join(entry or os.curdir, "torch")
+        if not os.path.isfile(os.path.join(package, "__init__.py")):
+            continue
+        version_py = os.path.join(package, "version.py")
+        hip = torch_hip_version(version_py)
+        if hip is None:
+            return Verdict(False, f"{version_py}: hip = None (a CUDA or CPU build)")
+        if hip:
+            return Verdict(True, f"{version_py}: hip = {hip!r}")
+        break  # torch is there but says nothing we can read: ask the runtime
+    library = hip_runtime(environ)
+    if library:
+        return Verdict(True, f"no ROCm torch found; HIP runtime {library}")
+    return Verdict(
+        False,
+        "no torch with hip and no HIP runtime "
+        f"({HIP_LIBRARY} under ROCM_PATH, HIP_PATH or {DEFAULT_ROCM_PATH})",
+    )
+
+
+def torch_hip_version(version_py: str) -> str | None:
+    """``hip`` as assigned in a torch ``version.py``: the string, ``None`` for
+    ``hip = None``, ``""`` when the file is unreadable or has no such line."""
+    try:
+        text = read_small_file(version_py, MAX_VERSION_PY_BYTES).decode(
+            "utf-8", "replace"
+        )
+    except ConfigError:
+        return ""
+    for line in text.splitlines():
+        name, eq, value = line.partition("=")
+        # "hip = '6.2.41133-dd7f95766'" or "hip: Optional[str] = None"
+        if not eq or name.split(":")[0].strip() != "hip" or line[:1].isspace():
+            continue
+        value = value.split("#")[0].strip()
+        if value == "None":
+            return None
+        if len(value) >= 3 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        return ""
+    return ""
+
+
+def hip_runtime(environ: Mapping[str, str]) -> str:
+    """The path of an installed HIP runtime library, or ``""``."""
+    roots = [environ.get("ROCM_PATH"), environ.get("HIP_PATH"), DEFAULT_ROCM_PATH]
+    for root in roots:
+        if not root:
+            continue
+        lib = os.path.join(root, "lib")
+        try:
+            names = sorted(os.listdir(lib))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(HIP_LIBRARY):
+                return os.path.join(lib, name)
+    return ""

@@ -1,0 +1,110 @@
+"""The start-up hook: run by ``rocm_hwq_autoset.pth`` (or ``.start``) in a
+process whose argv names a torchtitan job config.
+
+It must never raise, hang, write a file or import torch. Everything it does is
+in :func:`decide`, in the order of the decision.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import MutableMapping, Sequence
+
+from . import _environment as env
+from ._api import recommend
+from ._argv import config_file_arg
+from ._errors import ConfigError
+from ._rocm import detect
+from ._toml import load_toml
+
+PREFIX = "rocm-hwq-autoset: "
+#: A log line longer than this is cut: a path or a parser message can be long.
+MAX_LINE = 400
+
+_ran = False
+
+
+def run() -> None:
+    """Entry point. Runs once per process, however often ``site`` calls it (a
+    venv can list its site-packages twice)."""
+    global _ran
+    if _ran:
+        return
+    _ran = True
+    log = Log(os.environ)
+    try:
+        decide(os.environ, list(getattr(sys, "argv", None) or [""])[1:], sys.path, log)
+    except Exception as exc:  # never a traceback at start-up
+        log.warn(
+            f"internal error ({type(exc).__name__}: {exc}); {env.QUEUES} left unset"
+        )
+
+
+def decide(
+    environ: MutableMapping[str, str],
+    argv: Sequence[str],
+    path: Sequence[str],
+    log: Log,
+) -> None:
+    """Set ``GPU_MAX_HW_QUEUES`` in ``environ`` for the training launch in ``argv``."""
+    switch = env.switch(environ)
+    if switch == "off":
+        return log.why(f"{env.SWITCH}={environ[env.SWITCH]} (opted out)")
+    explicit = env.explicit_queues(environ)
+    if explicit is not None:
+        return log.why(f"{env.QUEUES}={explicit} was set explicitly; left as is")
+    config_path = config_file_arg(argv)
+    if config_path is None:
+        return log.why("no --job.config_file in the arguments")
+    if switch != "force":
+        verdict = detect(path, environ)
+        if not verdict.rocm:
+            return log.why(f"not ROCm: {verdict.evidence}")
+    try:
+        rec = recommend(
+            load_toml(config_path), argv=argv, world_size=env.world_size(environ)
+        )
+    except ConfigError as exc:
+        return log.warn(f"{config_path}: {exc}; {env.QUEUES} left unset")
+    inherited = environ.get(env.QUEUES)
+    environ[env.QUEUES] = str(rec.queues)
+    environ[env.ORIGIN] = f"{rec.queues} job.config_file"
+    if inherited == environ[env.QUEUES]:
+        return log.why(f"{env.QUEUES}={rec.queues} as set by the parent process")
+    streams = ", ".join(rec.lanes)
+    log.info(f"{env.QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams: {streams})")
+
+
+class Log:
+    """One line on stderr per event, by ``ROCM_HWQ_AUTOSET_LOG`` and the rank."""
+
+    def __init__(self, environ: MutableMapping[str, str]) -> None:
+        level = environ.get(env.LOG, "").strip().lower()
+        self.verbose = level == "verbose"
+        self.enabled = level != "quiet" and (self.verbose or env.speaks(environ))
+
+    def info(self, message: str) -> None:
+        if self.enabled:
+            _write(message)
+
+    def warn(self, message: str) -> None:
+        if self.enabled:
+            _write("warning: " + message)
+
+    def why(self, message: str) -> None:
+        if self.verbose:
+            _write("nothing to do: " + message)
+
+
+def _write(message: str) -> None:
+    line = "".join(c if c.isprintable() else "?" for c in message)
+    if len(line) > MAX_LINE:
+        line = line[: MAX_LINE - 3] + "..."
+    try:
+        stream = sys.stderr
+        if stream is not None:
+            stream.write(PREFIX + line + "\n")
+            stream.flush()
+    except Exception:  # a closed or broken stderr must not break start-up
+        pass
