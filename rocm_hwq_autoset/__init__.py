@@ -5,9 +5,7 @@ They are loaded on first use: this module is imported by the PEP 829 ``.start``
 entry point in every Python process, so it must cost next to nothing.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up time
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "Recommendation", "__version__", "recommend"]

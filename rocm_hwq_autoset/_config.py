@@ -61,8 +61,11 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> Settings:
         found = getattr(getattr(config, section, None), name, _MISSING)
         if key in overrides:
             settings[key] = Setting(overrides[key], CLI)
-        elif found is _MISSING or (found is None and field.kind == "list"):
-            settings[key] = Setting(field.default, DEFAULT)
+        elif found is _MISSING or found is None:
+            # A config object with no ``model.name`` (registry era) names no
+            # model: MoE is then decided by ``is_moe`` or by the degree.
+            default = "" if section == "model" else field.default
+            settings[key] = Setting(default, DEFAULT)
         else:
             if field.kind == "list" and isinstance(found, list):
                 found = tuple(found)

@@ -1,0 +1,99 @@
+"""Fixtures for the end-to-end tests: the built wheel, and real venvs of every
+CPython 3.9-3.13 with it installed by pip."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+#: Editable installs are checked on the oldest and the newest Python.
+EDITABLE_PYTHONS = ("3.9", "3.13")
+
+
+def find_python(version: str) -> str | None:
+    """A CPython ``version`` interpreter: pyenv's first, then ``PATH``'s."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python3")))
+    found = [p for p in found if Path(p).parent.parent.name.count(".") == 2]
+    return found[-1] if found else shutil.which(f"python{version}")
+
+
+def require_python(version: str) -> str:
+    python = find_python(version)
+    if python is None:
+        message = f"CPython {version} is not installed (pyenv or PATH)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; CI requires every Python from 3.9 to 3.13")
+        pytest.skip(message)
+    return python
+
+
+def _pip(*args: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"pip {' '.join(args)}:\n{proc.stdout}{proc.stderr}"
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built with hatchling, and a pure tomli wheel."""
+    out = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+         str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    _pip("download", "--no-deps", "--only-binary=:all:", "--platform", "any",
+         "--implementation", "py", "--abi", "none", "--python-version", "3.9",
+         "--dest", str(out), "tomli>=1.1")  # fmt: skip
+    return out
+
+
+class Venv:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.python = str(path / "bin" / "python")
+
+    @property
+    def site_packages(self) -> Path:
+        return next(self.path.glob("lib/python3.*/site-packages"))
+
+
+_VENVS: dict[tuple[str, str], Venv] = {}
+
+
+def make_venv(python: str, kind: str, wheelhouse: Path, where: Path) -> Venv:
+    """A fresh venv (no pip in it) with the project installed by pip, as a
+    wheel or editable."""
+    venv = Venv(where)
+    subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True)
+    pip = ["--python", venv.python, "install", "--find-links", str(wheelhouse)]
+    if kind == "wheel":
+        wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
+        _pip(*pip, "--no-index", str(wheel))
+    else:
+        _pip(*pip, "--editable", str(ROOT))
+    return venv
+
+
+@pytest.fixture(scope="session")
+def venvs(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> object:
+    def get(version: str, kind: str = "wheel") -> Venv:
+        key = (version, kind)
+        if key not in _VENVS:
+            python = require_python(version)
+            where = tmp_path_factory.mktemp(f"venv-{version}-{kind}")
+            _VENVS[key] = make_venv(python, kind, wheelhouse, where / "venv")
+        return _VENVS[key]
+
+    return get

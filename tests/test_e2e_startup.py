@@ -1,0 +1,266 @@
+"""The hook, end to end: the built wheel installed by pip into real venvs of
+every CPython 3.9-3.13, real interpreters started with real argv.
+
+ROCm is faked the honest way: a ``torch`` package on ``PYTHONPATH`` whose
+``version.py`` says ``hip = '...'`` and whose ``__init__.py`` raises, so any
+import of torch would fail the launch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from .conftest import EDITABLE_PYTHONS, PYTHONS, Venv
+from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+
+pytestmark = pytest.mark.e2e
+
+INSTALLS = [(v, "wheel") for v in PYTHONS] + [(v, "editable") for v in EDITABLE_PYTHONS]
+
+# The first thing the program does: look at what it was started with.
+PROBE = """\
+import json, os, sys
+print(json.dumps({
+    "queues": os.environ.get("GPU_MAX_HW_QUEUES"),
+    "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
+    "torch": "torch" in sys.modules,
+    "package": "rocm_hwq_autoset" in sys.modules,
+    "argv": sys.argv[1:],
+}))
+"""
+# A stand-in for torchrun: starts N workers with torchrun's environment.
+LAUNCHER = """\
+import json, os, subprocess, sys
+n = int(os.environ["NPROC"])
+me = json.loads(subprocess.run([sys.executable, "-c", open(os.environ["PROBE"]).read()],
+                               capture_output=True, text=True).stdout)
+workers = []
+for rank in range(n):
+    env = dict(os.environ, WORLD_SIZE=str(n), RANK=str(rank), LOCAL_RANK=str(rank))
+    args = [sys.executable, "-u", os.environ["PROBE"], *sys.argv[1:]]
+    workers.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True))
+print(json.dumps({"launcher": os.environ.get("GPU_MAX_HW_QUEUES"),
+                  "workers": [json.loads(w.communicate()[0]) for w in workers]}))
+"""
+JOB = """\
+[model]
+name = "deepseek_v3"
+flavor = "16B"
+[parallelism]
+expert_parallel_degree = 2
+[compile]
+enable_fsdp_ag_rs_overlap = true
+"""
+LINE = (
+    "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce,"
+    " dense_all_gather, reduce_scatter, expert_comm)\n"
+)
+
+
+class World:
+    """A work folder with a job config, probes and fake torches."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.job = root / "job.toml"
+        self.job.write_text(JOB)
+        self.probe = root / "probe.py"
+        self.probe.write_text(PROBE)
+        self.launcher = root / "launcher.py"
+        self.launcher.write_text(LAUNCHER)
+        self.rocm = fake_torch(root / "rocm", ROCM_VERSION_PY)
+        self.cuda = fake_torch(root / "cuda", CUDA_VERSION_PY)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return World(tmp_path_factory.mktemp("world"))
+
+
+def start(
+    venv: Venv,
+    world: World,
+    args: list[str],
+    *,
+    form: str = "script",
+    torch: Path | None = None,
+    env: dict[str, str] | None = None,
+    python_flags: tuple[str, ...] = (),
+    program: Path | None = None,
+) -> tuple[dict[str, Any], str]:
+    """Start ``python <form> args`` and return what the probe saw and stderr."""
+    full_env = {"PATH": os.environ["PATH"], "PROBE": str(world.probe)}
+    if torch is not None:
+        full_env["PYTHONPATH"] = str(torch)
+    full_env.update(env or {})
+    head = {
+        "script": [str(program or world.probe)],
+        "module": ["-m", "probe"],
+        "command": ["-c", PROBE],
+    }[form]
+    proc = subprocess.run(
+        [venv.python, *python_flags, *head, *args],
+        cwd=world.root, env=full_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+VenvGetter = Callable[..., Venv]
+
+
+@pytest.fixture(params=INSTALLS, ids=[f"{v}-{k}" for v, k in INSTALLS])
+def venv(request: pytest.FixtureRequest, venvs: VenvGetter) -> Venv:
+    version, kind = request.param
+    return venvs(version, kind)
+
+
+@pytest.mark.parametrize("form", ["script", "module", "command"])
+def test_rocm_launch_sets_the_value_before_user_code(
+    venv: Venv, world: World, form: str
+) -> None:
+    args = ["--job.config_file", str(world.job), "--training.steps", "10"]
+    seen, err = start(venv, world, args, form=form, torch=world.rocm)
+    assert seen["queues"] == "8"
+    assert seen["origin"] == "8 job.config_file"
+    assert seen["torch"] is False
+    assert seen["argv"] == args
+    assert err == LINE
+
+
+def test_cli_overrides_apply(venv: Venv, world: World) -> None:
+    args = [f"--job.config-file={world.job}", "--compile.no-enable-fsdp-ag-rs-overlap",
+            "--parallelism.expert_parallel_degree=1"]  # fmt: skip
+    seen, err = start(venv, world, args, torch=world.rocm)
+    assert seen["queues"] == "4"
+    assert err == (
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute, all_reduce,"
+        " fsdp_comm)\n"
+    )
+
+
+def test_cuda_torch_leaves_it_alone(venv: Venv, world: World) -> None:
+    seen, err = start(venv, world, ["--job.config_file", str(world.job)], torch=world.cuda)
+    assert seen["queues"] is None and seen["torch"] is False
+    assert err == ""
+
+
+def test_opt_out_does_not_even_import_the_package(venv: Venv, world: World) -> None:
+    seen, err = start(
+        venv, world, ["--job.config_file", str(world.job)], torch=world.rocm,
+        env={"ROCM_HWQ_AUTOSET": "0"},
+    )  # fmt: skip
+    assert seen["queues"] is None and seen["package"] is False
+    assert err == ""
+
+
+def test_ordinary_process_does_not_import_the_package(venv: Venv, world: World) -> None:
+    seen, err = start(venv, world, ["--training.steps", "10"], torch=world.rocm)
+    assert seen["queues"] is None and seen["package"] is False
+    assert err == ""
+
+
+def test_explicit_value_survives(venv: Venv, world: World) -> None:
+    seen, err = start(
+        venv, world, ["--job.config_file", str(world.job)], torch=world.rocm,
+        env={"GPU_MAX_HW_QUEUES": "2"},
+    )  # fmt: skip
+    assert seen["queues"] == "2" and seen["origin"] is None
+    assert err == ""
+
+
+def test_launcher_to_worker_chain(venv: Venv, world: World) -> None:
+    tp2 = world.root / "tp2.toml"
+    tp2.write_text(JOB + "")
+    tp2.write_text(JOB.replace("[compile]", "tensor_parallel_degree = 2\n[compile]"))
+    seen, err = start(
+        venv, world, ["--job.config_file", str(tp2)], torch=world.rocm,
+        program=world.launcher, env={"NPROC": "2"},
+    )  # fmt: skip
+    # The launcher has no WORLD_SIZE: dp_shard -1 counts as active (6 lanes).
+    assert seen["launcher"] == "8"
+    # Workers know WORLD_SIZE=2: dp_shard = 2 // tp 2 = 1, no FSDP lanes.
+    assert [w["queues"] for w in seen["workers"]] == ["4", "4"]
+    assert [w["origin"] for w in seen["workers"]] == ["4 job.config_file"] * 2
+    assert not any(w["torch"] for w in seen["workers"])
+    assert err.splitlines() == [
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (6 GPU streams: compute, all_reduce,"
+        " dense_all_gather, reduce_scatter, expert_comm, tp_all_gather)",
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute, all_reduce,"
+        " expert_comm, tp_all_gather)",
+    ]
+
+
+def test_site_packages_seen_twice(venvs: VenvGetter, world: World, tmp_path: Path) -> None:
+    """A venv listing its site-packages twice (``lib`` and a ``lib64`` link)
+    runs the .pth line twice in one process: one value, one line."""
+    venv = venvs("3.12")
+    twice = venv.site_packages / "zz_second_listing.pth"
+    lib64 = venv.path / "lib64"
+    if not lib64.exists():
+        lib64.symlink_to("lib")
+    other = lib64 / venv.site_packages.relative_to(venv.path / "lib")
+    twice.write_text(
+        f"import site, sys; p = {str(other)!r}; p in sys.path or site.addsitedir(p)\n"
+    )
+    try:
+        code = (
+            "import sys; print(sum(p.endswith('site-packages') for p in sys.path))"
+        )
+        proc = subprocess.run([venv.python, "-c", code], capture_output=True, text=True)
+        assert proc.stdout.strip() == "2"  # the second listing is real
+        seen, err = start(venv, world, ["--job.config_file", str(world.job)], torch=world.rocm)
+        assert seen["queues"] == "8"
+        assert err == LINE
+    finally:
+        twice.unlink()
+
+
+def test_bad_config_is_one_warning(venv: Venv, world: World) -> None:
+    bad = world.root / "bad.toml"
+    bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
+    seen, err = start(venv, world, ["--job.config_file", str(bad)], torch=world.rocm)
+    assert seen["queues"] is None
+    assert err == (
+        f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree = 'two'"
+        " is not an integer; GPU_MAX_HW_QUEUES left unset\n"
+    )
+
+
+def test_isolated_mode_still_runs_and_no_site_does_not(venv: Venv, world: World) -> None:
+    args = ["--job.config_file", str(world.job)]
+    seen, _ = start(venv, world, args, form="script", torch=world.rocm, python_flags=("-I",))
+    # -I ignores PYTHONPATH, so there is no fake torch: ROCm is decided by the
+    # HIP runtime, absent here; "force" shows the hook did run.
+    seen, err = start(
+        venv, world, args, torch=world.rocm, python_flags=("-I",),
+        env={"ROCM_HWQ_AUTOSET": "force"},
+    )  # fmt: skip
+    assert seen["queues"] == "8" and err == LINE
+    seen, err = start(venv, world, args, torch=world.rocm, python_flags=("-S",))
+    assert seen["queues"] is None and err == ""  # documented limit: -S skips site
+
+
+def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
+    """What Python 3.15 does with ``rocm_hwq_autoset.start`` (and without the
+    .pth's import line): resolve the entry point and call it."""
+    start_file = venv.site_packages / "rocm_hwq_autoset.start"
+    code = (
+        "import sys, pkgutil\n"
+        f"sys.path.append({str(venv.site_packages)!r})\n"
+        f"pkgutil.resolve_name(open({str(start_file)!r}).read().strip())()\n"
+        + PROBE
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(world.rocm)}
+    proc = subprocess.run(
+        [venv.python, "-S", "-c", code, "--job.config_file", str(world.job)],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert json.loads(proc.stdout)["queues"] == "8"
+    assert proc.stderr == LINE

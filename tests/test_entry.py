@@ -1,0 +1,79 @@
+"""The cheap check in the .pth line and in the PEP 829 entry point agree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
+START = (ROOT / "rocm_hwq_autoset.start").read_text()
+
+CASES = [
+    ({}, ["x.py"], False),
+    ({}, ["x.py", "--job.config_file", "a"], True),
+    ({}, ["-m", "--job.config-file=a"], True),
+    ({}, ["-c", "--job.configuration"], True),  # cheap check; the hook decides
+    ({}, ["x.py", "--module", "llama3"], False),
+    ({}, ["x.py", "job.config_file"], False),
+    ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], False),
+    ({"ROCM_HWQ_AUTOSET": " OFF "}, ["x", "--job.config_file", "a"], False),
+    ({"ROCM_HWQ_AUTOSET": "force"}, ["x", "--job.config_file", "a"], True),
+]
+
+PROBE = """
+import json, os, sys
+sys.argv = json.loads(os.environ["PROBE_ARGV"])
+called = []
+import types
+stub = types.ModuleType("rocm_hwq_autoset._startup")
+stub.run = lambda: called.append("run")
+sys.modules["rocm_hwq_autoset._startup"] = stub
+if os.environ["PROBE_MODE"] == "pth":
+    exec(os.environ["PROBE_PTH"])
+else:
+    import pkgutil
+    pkgutil.resolve_name(os.environ["PROBE_START"].strip())()
+print(json.dumps(called == ["run"]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["pth", "start"])
+@pytest.mark.parametrize(("env", "argv", "wanted"), CASES)
+def test_cheap_check(mode: str, env: dict[str, str], argv: list[str], wanted: bool) -> None:
+    full_env = {
+        "PROBE_ARGV": json.dumps(argv),
+        "PROBE_MODE": mode,
+        "PROBE_PTH": PTH_LINE,
+        "PROBE_START": START,
+        "PYTHONPATH": str(ROOT),
+        **env,
+    }
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", PROBE], env=full_env, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert json.loads(out.stdout) is wanted
+    assert out.stderr == ""
+
+
+def test_pth_is_one_import_line() -> None:
+    lines = PTH_LINE.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("import ")
+    assert START.strip() == "rocm_hwq_autoset._entry:start"
+
+
+def test_entry_module_imports_only_os_and_sys() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import rocm_hwq_autoset._entry; "
+        "print(sorted(set(sys.modules) - before))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip() == "['rocm_hwq_autoset', 'rocm_hwq_autoset._entry']"

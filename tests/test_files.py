@@ -1,0 +1,57 @@
+"""Bounded, non-blocking reads of whatever a path names."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset import ConfigError
+from rocm_hwq_autoset._files import read_small_file
+
+
+def test_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    assert read_small_file(str(tmp_path / "a"), 100) == b"x" * 100
+
+
+def test_too_big_is_refused_without_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)  # sparse: 64 MiB that cost nothing to make
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="more than the 1048576"):
+        read_small_file(str(big), 1 << 20)
+    assert time.perf_counter() - start < 0.1
+
+
+def test_fifo_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="FIFO"):
+        read_small_file(str(fifo), 1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [("/dev/zero", "character device"), ("/", "directory"), ("", "empty path")],
+)
+def test_not_regular(path: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        read_small_file(path, 1 << 20)
+
+
+def test_missing_and_loop(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="No such file"):
+        read_small_file(str(tmp_path / "nope"), 10)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(ConfigError, match="symbolic links"):
+        read_small_file(str(tmp_path / "loop"), 10)
+
+
+def test_proc_file_with_zero_size_is_bounded() -> None:
+    # /proc files report size 0 and still have content: the read is bounded anyway.
+    with pytest.raises(ConfigError, match="more than the 16 bytes"):
+        read_small_file("/proc/self/status", 16)

@@ -1,0 +1,85 @@
+"""ROCm detection without importing torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset._rocm import detect, torch_hip_version
+
+
+def fake_torch(root: Path, version_py: str | None) -> Path:
+    pkg = root / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise ImportError('never import me')\n")
+    if version_py is not None:
+        (pkg / "version.py").write_text(version_py)
+    return root
+
+
+ROCM_VERSION_PY = (
+    "from typing import Optional\n\n"
+    "__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']\n"
+    "__version__ = '2.5.1+rocm6.2'\n"
+    "debug = False\n"
+    "cuda: Optional[str] = None\n"
+    "git_version = 'a8d6afb511a69687bbb2b7e88a3cf67917e1697e'\n"
+    "hip: Optional[str] = '6.2.41133-dd7f95766'\n"
+    "xpu: Optional[str] = None\n"
+)
+CUDA_VERSION_PY = ROCM_VERSION_PY.replace("'6.2.41133-dd7f95766'", "None").replace(
+    "cuda: Optional[str] = None", "cuda: Optional[str] = '12.4'"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "hip"),
+    [
+        (ROCM_VERSION_PY, "6.2.41133-dd7f95766"),
+        (CUDA_VERSION_PY, None),
+        ("hip = '6.0'\n", "6.0"),
+        ('hip="7.2.0"  # comment\n', "7.2.0"),
+        ("hip = None\n", None),
+        ("hipify = '1'\n", ""),
+        ("    hip = '6.0'\n", ""),  # not a module-level assignment
+        ("hip = compute()\n", ""),
+        ("", ""),
+    ],
+)
+def test_version_py(tmp_path: Path, text: str, hip: str | None) -> None:
+    (tmp_path / "version.py").write_text(text)
+    assert torch_hip_version(str(tmp_path / "version.py")) == hip
+
+
+def test_first_torch_on_the_path_decides(tmp_path: Path) -> None:
+    rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    verdict = detect([str(empty), str(rocm), str(cuda)], {})
+    assert verdict.rocm and "6.2.41133" in verdict.evidence
+    verdict = detect([str(cuda), str(rocm)], {})
+    assert not verdict.rocm and "CUDA or CPU" in verdict.evidence
+
+
+def test_no_torch_asks_the_hip_runtime(tmp_path: Path) -> None:
+    lib = tmp_path / "rocm" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libamdhip64.so.6").write_bytes(b"")
+    verdict = detect([str(tmp_path)], {"ROCM_PATH": str(tmp_path / "rocm")})
+    assert verdict.rocm and "libamdhip64.so.6" in verdict.evidence
+    verdict = detect([str(tmp_path)], {"HIP_PATH": str(tmp_path / "rocm")})
+    assert verdict.rocm
+    if not Path("/opt/rocm/lib").exists():
+        assert not detect([str(tmp_path)], {}).rocm
+
+
+def test_unreadable_version_py_falls_back_to_the_runtime(tmp_path: Path) -> None:
+    root = fake_torch(tmp_path / "t", None)
+    if not Path("/opt/rocm/lib").exists():
+        assert not detect([str(root)], {}).rocm
+    lib = tmp_path / "rocm" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libamdhip64.so").write_bytes(b"")
+    assert detect([str(root)], {"ROCM_PATH": str(tmp_path / "rocm")}).rocm
