@@ -21,7 +21,9 @@ EDITABLE_PYTHONS = ("3.9", "3.13")
 def find_python(version: str) -> str | None:
     """A CPython ``version`` interpreter: pyenv's first, then ``PATH``'s."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python3")))
+    found = sorted(
+        glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python3"))
+    )
     found = [p for p in found if Path(p).parent.parent.name.count(".") == 2]
     return found[-1] if found else shutil.which(f"python{version}")
 
@@ -36,12 +38,10 @@ def require_python(version: str) -> str:
     return python
 
 
-def _pip(*args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"pip {' '.join(args)}:\n{proc.stdout}{proc.stderr}"
+def _run(*args: str) -> None:
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, f"{' '.join(args)}:\n{proc.stdout}{proc.stderr}"
 
 
 @pytest.fixture(scope="session")
@@ -49,13 +49,13 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built with hatchling, and a pure tomli wheel."""
     out = tmp_path_factory.mktemp("wheelhouse")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-         str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation",
+         "--outdir", str(out), str(ROOT)],
         check=True, capture_output=True,
     )  # fmt: skip
-    _pip("download", "--no-deps", "--only-binary=:all:", "--platform", "any",
-         "--implementation", "py", "--abi", "none", "--python-version", "3.9",
-         "--dest", str(out), "tomli>=1.1")  # fmt: skip
+    _run(sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--platform", "any", "--implementation", "py", "--abi", "none",
+         "--python-version", "3.9", "--dest", str(out), "tomli>=1.1")  # fmt: skip
     return out
 
 
@@ -73,16 +73,16 @@ _VENVS: dict[tuple[str, str], Venv] = {}
 
 
 def make_venv(python: str, kind: str, wheelhouse: Path, where: Path) -> Venv:
-    """A fresh venv (no pip in it) with the project installed by pip, as a
-    wheel or editable."""
+    """A fresh venv with the project installed by that venv's own pip, as a
+    wheel or editable (pip builds the editable wheel with hatchling)."""
     venv = Venv(where)
-    subprocess.run([python, "-m", "venv", "--without-pip", str(where)], check=True)
-    pip = ["--python", venv.python, "install", "--find-links", str(wheelhouse)]
+    subprocess.run([python, "-m", "venv", str(where)], check=True)
+    pip = [venv.python, "-m", "pip", "install", "--find-links", str(wheelhouse)]
     if kind == "wheel":
         wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
-        _pip(*pip, "--no-index", str(wheel))
+        _run(*pip, "--no-index", str(wheel))
     else:
-        _pip(*pip, "--editable", str(ROOT))
+        _run(*pip, "--editable", str(ROOT))
     return venv
 
 

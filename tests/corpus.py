@@ -1,4 +1,4 @@
-"""Where the shared corpus is (``../shared/corpus`` beside the checkout), if anywhere."""
+"""Where the shared corpus is: ``../shared/corpus`` beside the checkout, if at all."""
 
 from __future__ import annotations
 
@@ -14,5 +14,7 @@ TRACE_DIR = CORPUS / "traces"
 def corpus_file(folder: Path, name: str) -> Path:
     path = folder / name
     if not path.is_file():
-        pytest.skip(f"{path} is absent (the shared corpus exists only in the workplace)")
+        pytest.skip(
+            f"{path} is absent (the shared corpus exists only in the workplace)"
+        )
     return path

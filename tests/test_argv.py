@@ -49,7 +49,7 @@ OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
         (["--compile.no-enable_fsdp_ag_rs_overlap"], {OVERLAP: False}),
         (["--compile.no_enable_fsdp_ag_rs_overlap"], {OVERLAP: False}),
         (["--compile.no-enable-fsdp-ag-rs-overlap"], {OVERLAP: False}),
-        (["--compile.enable_fsdp_ag_rs_overlap", "--compile.no-enable_fsdp_ag_rs_overlap"],
+        ([f"--{OVERLAP}", "--compile.no-enable_fsdp_ag_rs_overlap"],
          {OVERLAP: False}),
         (["--compile.enable_passes", "--training.steps", "3"],
          {"compile.enable_passes": True}),

@@ -35,7 +35,9 @@ LANES = (
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("text", [TABLES, DOTTED, INLINE], ids=["tables", "dotted", "inline"])
+@pytest.mark.parametrize(
+    "text", [TABLES, DOTTED, INLINE], ids=["tables", "dotted", "inline"]
+)
 def test_toml_forms_mean_the_same(text: bytes) -> None:
     rec = recommend(parse_toml(text))
     assert rec.lanes == LANES
@@ -45,7 +47,10 @@ def test_toml_forms_mean_the_same(text: bytes) -> None:
 def test_precedence_cli_over_toml_over_default() -> None:
     rec = recommend(
         parse_toml(TABLES),
-        argv=["--parallelism.tensor_parallel_degree=1", "--compile.no-enable-fsdp-ag-rs-overlap"],
+        argv=[
+            "--parallelism.tensor_parallel_degree=1",
+            "--compile.no-enable-fsdp-ag-rs-overlap",
+        ],
     )
     s = rec.settings
     assert s["parallelism.tensor_parallel_degree"] == (1, "CLI")
@@ -108,7 +113,9 @@ def test_explicit_dp_shard_ignores_world_size() -> None:
         ({"enable": True}, [], False),
     ],
 )
-def test_cudagraph(compile_: dict[str, object], argv: list[str], cudagraph: bool) -> None:
+def test_cudagraph(
+    compile_: dict[str, object], argv: list[str], cudagraph: bool
+) -> None:
     rec = recommend({"compile": compile_}, argv=argv)
     assert rec.inputs.cudagraph is cudagraph
     assert ("cudagraph_capture" in rec.lanes) is cudagraph
@@ -144,7 +151,9 @@ def test_a_cli_override_shadows_a_bad_toml_value() -> None:
 
 
 def test_unrelated_fields_of_any_type_are_ignored() -> None:
-    config = parse_toml(b"[training]\nsteps = 'lots'\n[parallelism]\nfoo = [1, {a = 2}]")
+    config = parse_toml(
+        b"[training]\nsteps = 'lots'\n[parallelism]\nfoo = [1, {a = 2}]"
+    )
     assert recommend(config).queues == 4
 
 
@@ -162,7 +171,9 @@ def test_object_read_like_the_pr() -> None:
             tensor_parallel_degree=1,
             context_parallel_degree=1,
         ),
-        compile=ns(enable_passes=True, disable_passes=[], enable_fsdp_ag_rs_overlap=False),
+        compile=ns(
+            enable_passes=True, disable_passes=[], enable_fsdp_ag_rs_overlap=False
+        ),
     )
     rec = recommend(config, is_moe=True)
     assert rec.lanes == ("compute", "all_reduce", "fsdp_comm", "expert_comm",

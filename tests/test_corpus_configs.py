@@ -50,7 +50,11 @@ EXPECTED = {
     "tests__integration_tests__base_config.toml": (BASE, OV, TG),
 }  # fmt: skip
 
-EP2_OVERLAP = ["--parallelism.expert_parallel_degree", "2", "--compile.enable_fsdp_ag_rs_overlap"]
+EP2_OVERLAP = [
+    "--parallelism.expert_parallel_degree",
+    "2",
+    "--compile.enable_fsdp_ag_rs_overlap",
+]
 TP8_GRAPH = ["--parallelism.tensor_parallel_degree=8", "--compile.enable_passes"]
 
 

@@ -146,7 +146,9 @@ def test_cli_overrides_apply(venv: Venv, world: World) -> None:
 
 
 def test_cuda_torch_leaves_it_alone(venv: Venv, world: World) -> None:
-    seen, err = start(venv, world, ["--job.config_file", str(world.job)], torch=world.cuda)
+    seen, err = start(
+        venv, world, ["--job.config_file", str(world.job)], torch=world.cuda
+    )
     assert seen["queues"] is None and seen["torch"] is False
     assert err == ""
 
@@ -197,7 +199,9 @@ def test_launcher_to_worker_chain(venv: Venv, world: World) -> None:
     ]
 
 
-def test_site_packages_seen_twice(venvs: VenvGetter, world: World, tmp_path: Path) -> None:
+def test_site_packages_seen_twice(
+    venvs: VenvGetter, world: World, tmp_path: Path
+) -> None:
     """A venv listing its site-packages twice (``lib`` and a ``lib64`` link)
     runs the .pth line twice in one process: one value, one line."""
     venv = venvs("3.12")
@@ -210,12 +214,12 @@ def test_site_packages_seen_twice(venvs: VenvGetter, world: World, tmp_path: Pat
         f"import site, sys; p = {str(other)!r}; p in sys.path or site.addsitedir(p)\n"
     )
     try:
-        code = (
-            "import sys; print(sum(p.endswith('site-packages') for p in sys.path))"
-        )
+        code = "import sys; print(sum(p.endswith('site-packages') for p in sys.path))"
         proc = subprocess.run([venv.python, "-c", code], capture_output=True, text=True)
         assert proc.stdout.strip() == "2"  # the second listing is real
-        seen, err = start(venv, world, ["--job.config_file", str(world.job)], torch=world.rocm)
+        seen, err = start(
+            venv, world, ["--job.config_file", str(world.job)], torch=world.rocm
+        )
         assert seen["queues"] == "8"
         assert err == LINE
     finally:
@@ -233,9 +237,13 @@ def test_bad_config_is_one_warning(venv: Venv, world: World) -> None:
     )
 
 
-def test_isolated_mode_still_runs_and_no_site_does_not(venv: Venv, world: World) -> None:
+def test_isolated_mode_still_runs_and_no_site_does_not(
+    venv: Venv, world: World
+) -> None:
     args = ["--job.config_file", str(world.job)]
-    seen, _ = start(venv, world, args, form="script", torch=world.rocm, python_flags=("-I",))
+    seen, _ = start(
+        venv, world, args, form="script", torch=world.rocm, python_flags=("-I",)
+    )
     # -I ignores PYTHONPATH, so there is no fake torch: ROCm is decided by the
     # HIP runtime, absent here; "force" shows the hook did run.
     seen, err = start(
@@ -254,8 +262,7 @@ def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
     code = (
         "import sys, pkgutil\n"
         f"sys.path.append({str(venv.site_packages)!r})\n"
-        f"pkgutil.resolve_name(open({str(start_file)!r}).read().strip())()\n"
-        + PROBE
+        f"pkgutil.resolve_name(open({str(start_file)!r}).read().strip())()\n" + PROBE
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(world.rocm)}
     proc = subprocess.run(

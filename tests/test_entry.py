@@ -44,7 +44,9 @@ print(json.dumps(called == ["run"]))
 
 @pytest.mark.parametrize("mode", ["pth", "start"])
 @pytest.mark.parametrize(("env", "argv", "wanted"), CASES)
-def test_cheap_check(mode: str, env: dict[str, str], argv: list[str], wanted: bool) -> None:
+def test_cheap_check(
+    mode: str, env: dict[str, str], argv: list[str], wanted: bool
+) -> None:
     full_env = {
         "PROBE_ARGV": json.dumps(argv),
         "PROBE_MODE": mode,
@@ -54,7 +56,8 @@ def test_cheap_check(mode: str, env: dict[str, str], argv: list[str], wanted: bo
         **env,
     }
     out = subprocess.run(
-        [sys.executable, "-S", "-c", PROBE], env=full_env, capture_output=True, text=True,
+        [sys.executable, "-S", "-c", PROBE], env=full_env,
+        capture_output=True, text=True,
         check=True,
     )  # fmt: skip
     assert json.loads(out.stdout) is wanted

@@ -40,7 +40,10 @@ def job(tmp_path: Path) -> str:
 
 
 def run(
-    environ: dict[str, str], argv: list[str], path: list[str], capsys: pytest.CaptureFixture[str]
+    environ: dict[str, str],
+    argv: list[str],
+    path: list[str],
+    capsys: pytest.CaptureFixture[str],
 ) -> str:
     decide(environ, argv, path, Log(environ))
     out, err = capsys.readouterr()
@@ -48,14 +51,21 @@ def run(
     return err
 
 
-def test_sets_and_marks(job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_sets_and_marks(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env: dict[str, str] = {}
     assert run(env, ["--job.config_file", job], rocm_path, capsys) == LINE
-    assert env == {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"}
+    assert env == {
+        "GPU_MAX_HW_QUEUES": "8",
+        "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file",
+    }
 
 
 @pytest.mark.parametrize("value", ["0", "false", "OFF", "No", " no "])
-def test_opt_out(value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_opt_out(
+    value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"ROCM_HWQ_AUTOSET": value, "ROCM_HWQ_AUTOSET_LOG": "verbose"}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
     assert "opted out" in err
@@ -63,13 +73,17 @@ def test_opt_out(value: str, job: str, rocm_path: list[str], capsys: pytest.Capt
 
 
 @pytest.mark.parametrize("value", ["", "1", "auto", "AUTO"])
-def test_normal_values(value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_normal_values(
+    value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"ROCM_HWQ_AUTOSET": value}
     run(env, [f"--job.config_file={job}"], rocm_path, capsys)
     assert env["GPU_MAX_HW_QUEUES"] == "8"
 
 
-def test_force_skips_detection(tmp_path: Path, job: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_force_skips_detection(
+    tmp_path: Path, job: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     cuda = [str(fake_torch(tmp_path / "cuda", CUDA_VERSION_PY))]
     env: dict[str, str] = {"ROCM_HWQ_AUTOSET_LOG": "verbose"}
     assert "not ROCm" in run(env, ["--job.config_file", job], cuda, capsys)
@@ -79,7 +93,9 @@ def test_force_skips_detection(tmp_path: Path, job: str, capsys: pytest.CaptureF
     assert env["GPU_MAX_HW_QUEUES"] == "8"
 
 
-def test_explicit_value_wins(job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_value_wins(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"GPU_MAX_HW_QUEUES": "2", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
     assert "set explicitly" in run(env, ["--job.config_file", job], rocm_path, capsys)
     assert env["GPU_MAX_HW_QUEUES"] == "2"
@@ -100,7 +116,9 @@ def test_worker_recomputes_the_launchers_value(
     )
     argv = ["--job.config_file", str(path)]
     launcher: dict[str, str] = {}
-    assert "GPU_MAX_HW_QUEUES=8 (6 GPU streams" in run(launcher, argv, rocm_path, capsys)
+    assert "GPU_MAX_HW_QUEUES=8 (6 GPU streams" in run(
+        launcher, argv, rocm_path, capsys
+    )
     for rank in range(2):
         worker = dict(launcher, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank))
         err = run(worker, argv, rocm_path, capsys)
@@ -164,14 +182,18 @@ def test_bad_input_warns_once_and_sets_nothing(
     assert env == {}
 
 
-def test_bad_world_size(job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_world_size(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"WORLD_SIZE": "eight"}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
     assert "WORLD_SIZE='eight' is not a positive integer" in err
     assert "GPU_MAX_HW_QUEUES" not in env
 
 
-def test_no_config_flag(rocm_path: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_config_flag(
+    rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"ROCM_HWQ_AUTOSET_LOG": "verbose"}
     assert "no --job.config_file" in run(env, ["--job.config_file"], rocm_path, capsys)
     assert "GPU_MAX_HW_QUEUES" not in env

@@ -27,7 +27,9 @@ def job(**kw: object) -> Inputs:
 # The PR's unit-test vectors (tp = cp = 1).
 PR_VECTORS = [
     (
-        job(moe=True, expert_parallel_degree=2, fsdp_ag_rs_overlap=True, cudagraph=True),
+        job(
+            moe=True, expert_parallel_degree=2, fsdp_ag_rs_overlap=True, cudagraph=True
+        ),
         ("compute", "all_reduce", "dense_all_gather", "reduce_scatter", "expert_comm"),
         8,
     ),
@@ -47,7 +49,8 @@ def test_pr_vectors(inputs: Inputs, expected: tuple[str, ...], q: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("n", "q"), [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (7, 8), (8, 8), (9, 16)]
+    ("n", "q"),
+    [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (7, 8), (8, 8), (9, 16)],
 )
 def test_next_power_of_two(n: int, q: int) -> None:
     assert queues_for(n) == q
@@ -55,7 +58,13 @@ def test_next_power_of_two(n: int, q: int) -> None:
 
 COMBINATIONS = list(
     itertools.product(
-        [False, True], [False, True], [1, 2], [1, 2], [1, 2], [False, True], [False, True]
+        [False, True],
+        [False, True],
+        [1, 2],
+        [1, 2],
+        [1, 2],
+        [False, True],
+        [False, True],
     )
 )
 
