@@ -7,3 +7,7 @@ class ConfigError(ValueError):
     The message is one line, meant for a user: it names the flag, field or file and
     what is wrong with it.
     """
+
+
+class TraceError(ValueError):
+    """A profiler trace cannot be read: not JSON, not a trace, truncated."""

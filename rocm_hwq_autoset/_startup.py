@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 from . import _environment as env
 from ._api import recommend
@@ -76,25 +76,48 @@ def decide(
     log.info(f"{env.QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams: {streams})")
 
 
+def preview(
+    environ: Mapping[str, str], argv: Sequence[str], path: Sequence[str]
+) -> str:
+    """What the hook would do for ``argv`` in ``environ``, in one line; nothing
+    is changed. ``explain`` and ``doctor`` show it."""
+    scratch = dict(environ)
+    if env.explicit_queues(scratch) is None:  # a value of ours is recomputed
+        scratch.pop(env.QUEUES, None)
+        scratch.pop(env.ORIGIN, None)
+    lines: list[str] = []
+    decide(scratch, argv, path, Log(scratch, lines.append, verbose=True))
+    if env.ORIGIN in scratch:
+        return f"would set {env.QUEUES}={scratch[env.QUEUES]}"
+    return lines[-1] if lines else "would do nothing"
+
+
 class Log:
     """One line on stderr per event, by ``ROCM_HWQ_AUTOSET_LOG`` and the rank."""
 
-    def __init__(self, environ: MutableMapping[str, str]) -> None:
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        write: Callable[[str], object] | None = None,
+        *,
+        verbose: bool = False,
+    ) -> None:
         level = environ.get(env.LOG, "").strip().lower()
-        self.verbose = level == "verbose"
+        self.write = write or _write
+        self.verbose = verbose or level == "verbose"
         self.enabled = level != "quiet" and (self.verbose or env.speaks(environ))
 
     def info(self, message: str) -> None:
         if self.enabled:
-            _write(message)
+            self.write(message)
 
     def warn(self, message: str) -> None:
         if self.enabled:
-            _write("warning: " + message)
+            self.write("warning: " + message)
 
     def why(self, message: str) -> None:
         if self.verbose:
-            _write("nothing to do: " + message)
+            self.write("nothing to do: " + message)
 
 
 def _write(message: str) -> None:

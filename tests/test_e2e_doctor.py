@@ -1,0 +1,128 @@
+"""``doctor`` in real venvs: healthy, and broken in the ways installs break."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from .conftest import Venv
+from .test_rocm import ROCM_VERSION_PY, fake_torch
+
+pytestmark = pytest.mark.e2e
+JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
+
+
+@pytest.fixture(scope="module")
+def venv(venvs: Callable[..., Venv]) -> Venv:
+    return venvs("3.11")
+
+
+def doctor(
+    python: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
+) -> tuple[int, str]:
+    """Run doctor away from the checkout, so ``-m`` cannot pick up its sources."""
+    full_env = {"PATH": os.environ["PATH"], "NO_COLOR": "1", **(env or {})}
+    proc = subprocess.run(
+        [python, *flags, "-m", "rocm_hwq_autoset", "doctor", *args],
+        capture_output=True, text=True, env=full_env, timeout=60, cwd="/",
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    return proc.returncode, proc.stdout
+
+
+def test_healthy(venv: Venv) -> None:
+    code, out = doctor(venv.python)
+    assert code == 0, out
+    assert (
+        f"ok    rocm_hwq_autoset.pth  {venv.site_packages}/rocm_hwq_autoset.pth" in out
+    )
+    assert "rocm_hwq_autoset.start" in out
+    assert out.endswith("\nhealthy\n")
+
+
+def test_console_script(venv: Venv) -> None:
+    proc = subprocess.run(
+        [str(venv.path / "bin" / "rocm-hwq-autoset"), "doctor"],
+        capture_output=True, text=True, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    assert proc.returncode == 0 and "rocm_hwq_autoset.pth" in proc.stdout
+
+
+def test_for_a_rocm_launch(venv: Venv, tmp_path: Path) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text(JOB)
+    rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    code, out = doctor(venv.python, "--", "--job.config_file", str(job),
+                       env={"PYTHONPATH": str(rocm)})  # fmt: skip
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "ok ROCm " in flat and "hip = '6.2.41133-dd7f95766'" in flat
+    # The doctor's own argv named the config: the hook ran in it at start-up.
+    assert "the hook ran at start-up" in flat
+    assert "4, set by rocm-hwq-autoset in this process (job.config_file)" in flat
+    assert "for that launch would set GPU_MAX_HW_QUEUES=4" in flat
+    code, out = doctor(venv.python, "--", "--job.config_file", str(job),
+                       env={"PYTHONPATH": str(rocm),
+                            "GPU_MAX_HW_QUEUES": "2"})  # fmt: skip
+    assert code == 0 and "2, set by you: it always wins" in " ".join(out.split())
+
+
+def test_bad_config_is_unhealthy(venv: Venv, tmp_path: Path) -> None:
+    rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    code, out = doctor(venv.python, "--", "--job.config_file", "/nonexistent.toml",
+                       env={"PYTHONPATH": str(rocm)})  # fmt: skip
+    assert code == 1
+    assert (
+        "unhealthy: for that launch: warning: /nonexistent.toml: No such file"
+        in " ".join(out.split())
+    )
+
+
+def test_pth_removed(venv: Venv) -> None:
+    pth = venv.site_packages / "rocm_hwq_autoset.pth"
+    saved = pth.read_bytes()
+    pth.unlink()
+    try:
+        code, out = doctor(venv.python)
+    finally:
+        pth.write_bytes(saved)
+    assert code == 1
+    assert "FAIL  rocm_hwq_autoset.pth" in out
+    assert "unhealthy: rocm_hwq_autoset.pth: in no site directory" in " ".join(
+        out.split()
+    )
+
+
+def test_pip_install_target_is_no_site_directory(
+    venv: Venv, wheelhouse: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
+    subprocess.run(
+        [venv.python, "-m", "pip", "install", "--no-index", "--no-deps",
+         "--target", str(target), str(wheel)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    bare = tmp_path / "bare"
+    subprocess.run([venv.python, "-m", "venv", "--without-pip", str(bare)], check=True)
+    code, out = doctor(str(bare / "bin" / "python"), env={"PYTHONPATH": str(target)})
+    assert code == 1
+    assert f"{target}/rocm_hwq_autoset.pth is on sys.path but is no site" in " ".join(
+        out.split()
+    )
+    assert "pip install --target" in " ".join(out.split())
+
+
+def test_no_site(venv: Venv) -> None:
+    code, out = doctor(
+        venv.python, flags=("-S",), env={"PYTHONPATH": str(venv.site_packages)}
+    )
+    assert code == 1
+    assert "python -S: site is skipped" in out
