@@ -20,6 +20,7 @@ CASES = [
     ({}, ["-c", "--job.configuration"], True),  # cheap check; the hook decides
     ({}, ["x.py", "--module", "llama3"], False),
     ({}, ["x.py", "job.config_file"], False),
+    ({}, ["x.py", "foo--job.config_file"], False),  # the .pth passes it, start() not
     ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], False),
     ({"ROCM_HWQ_AUTOSET": " OFF "}, ["x", "--job.config_file", "a"], False),
     ({"ROCM_HWQ_AUTOSET": "force"}, ["x", "--job.config_file", "a"], True),

@@ -1,0 +1,67 @@
+"""Shared by the benchmarks: build the wheel, make venvs, time fresh interpreters."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()},"
+        f" CPython {platform.python_version()}"
+    )
+
+
+def build_wheel(out: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation",
+         "--outdir", str(out), str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return next(out.glob("rocm_hwq_autoset-*.whl"))
+
+
+def make_venv(where: Path, *packages: str) -> str:
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    python = str(where / "bin" / "python")
+    if packages:
+        subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             *packages],
+            check=True,
+        )  # fmt: skip
+    return python
+
+
+def wall(args: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds for one run of a fresh process."""
+    start = time.perf_counter()
+    subprocess.run(args, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def summary(times: list[float]) -> str:
+    low, middle = min(times) * 1e3, statistics.median(times) * 1e3
+    return f"min {low:7.2f} ms   median {middle:7.2f} ms"
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="rocm-hwq-bench-"))
