@@ -12,8 +12,9 @@ import stat
 from ._errors import ConfigError
 
 #: Largest job config read. torchtitan's biggest shipped TOML is under 4 KiB;
-#: 1 MiB leaves room for generated configs and keeps a mistaken path harmless.
-MAX_CONFIG_BYTES = 1 << 20
+#: 64 KiB leaves room for generated configs, and bounds the parse: tomllib
+#: spends ~3 s per MiB on adversarial but valid TOML (benchmarks/toml_limits.py).
+MAX_CONFIG_BYTES = 64 << 10
 #: Largest ``torch/version.py`` read; PyTorch's is a few hundred bytes.
 MAX_VERSION_PY_BYTES = 64 << 10
 

@@ -66,7 +66,7 @@ def decide(
             load_toml(config_path), argv=argv, world_size=env.world_size(environ)
         )
     except ConfigError as exc:
-        return log.warn(f"{config_path}: {exc}; {env.QUEUES} left unset")
+        return log.warn(f"{_shorten(config_path)}: {exc}; {env.QUEUES} left unset")
     inherited = environ.get(env.QUEUES)
     environ[env.QUEUES] = str(rec.queues)
     environ[env.ORIGIN] = f"{rec.queues} job.config_file"
@@ -118,6 +118,14 @@ class Log:
     def why(self, message: str) -> None:
         if self.verbose:
             self.write("nothing to do: " + message)
+
+
+def _shorten(path: str, limit: int = 160) -> str:
+    """A path cut in the middle, so the reason after it stays on the line."""
+    if len(path) <= limit:
+        return path
+    half = (limit - 3) // 2
+    return path[:half] + "..." + path[-half:]
 
 
 def _write(message: str) -> None:
