@@ -27,8 +27,10 @@ def main() -> None:
         env=env, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     elapsed = time.perf_counter() - start
-    runs = [int(n) for n in re.findall(r"- (\d+) passing examples", proc.stdout)]
+    runs = [int(n) for n in re.findall(r"- (\d+) passing", proc.stdout)]
     print(proc.stdout.strip().splitlines()[-1])
+    if proc.returncode:
+        print(proc.stdout)
     print(f"{len(runs)} properties, {sum(runs)} passing examples in {elapsed:.0f} s:"
           f" {runs}")  # fmt: skip
     sys.exit(proc.returncode)

@@ -159,6 +159,7 @@ def _explain(opts: argparse.Namespace) -> int:
     from ._argv import config_file_arg
     from ._errors import ConfigError
     from ._explain import as_json, as_text
+    from ._registry import evaluate, module_launch
     from ._rocm import detect
     from ._startup import preview
     from ._toml import load_toml
@@ -169,8 +170,11 @@ def _explain(opts: argparse.Namespace) -> int:
     if world_size is not None and world_size < 1:
         return _fail(f"--world-size {world_size}: must be >= 1")
     try:
-        config = load_toml(config_file) if config_file is not None else None
-        rec = recommend(config, argv=training, world_size=world_size)
+        if config_file is None and module_launch(training):
+            rec = evaluate(training, world_size)  # imports torchtitan, here only
+        else:
+            config = load_toml(config_file) if config_file is not None else None
+            rec = recommend(config, argv=training, world_size=world_size)
     except ConfigError as exc:
         where = f"{config_file}: " if config_file is not None else ""
         return _fail(f"{where}{exc}")

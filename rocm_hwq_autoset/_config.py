@@ -58,7 +58,10 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> Settings:
     settings: Settings = {}
     for key, field in FIELDS.items():
         section, _, name = key.partition(".")
-        found = getattr(getattr(config, section, None), name, _MISSING)
+        holder = getattr(config, section, None)
+        if holder is None and section == "model":  # Trainer.Config: model_spec
+            holder = getattr(config, "model_spec", None)
+        found = getattr(holder, name, _MISSING)
         if key in overrides:
             settings[key] = Setting(overrides[key], CLI)
         elif found is _MISSING or found is None:

@@ -11,7 +11,7 @@ import sys
 
 OFF_VALUES = ("0", "false", "off", "no")
 #: An argument starting with one of these may make this process a training launch.
-TRIGGERS = ("--job.config",)
+TRIGGERS = ("--job.config", "--module")
 
 
 def wanted() -> bool:

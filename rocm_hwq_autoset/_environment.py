@@ -19,6 +19,10 @@ LOG = "ROCM_HWQ_AUTOSET_LOG"
 #: Set beside ``GPU_MAX_HW_QUEUES`` as ``"<Q> <how>"``: a value this package
 #: set (here or in a parent such as the torchrun launcher) is not explicit.
 ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
+#: The two ``<how>`` of ORIGIN: read from a TOML job config, or evaluated from
+#: ``--module``/``--config`` in a child interpreter (never again in workers).
+FROM_TOML = "job.config_file"
+FROM_MODULE = "--module"
 
 
 def switch(environ: Mapping[str, str]) -> str:

@@ -15,8 +15,8 @@ from . import _environment as env
 from ._api import recommend
 from ._argv import config_file_arg
 from ._errors import ConfigError
+from ._registry import evaluate_in_child, training_args
 from ._rocm import detect
-from ._toml import load_toml
 
 PREFIX = "rocm-hwq-autoset: "
 #: A log line longer than this is cut: a path or a parser message can be long.
@@ -33,8 +33,10 @@ def run() -> None:
         return
     _ran = True
     log = Log(os.environ)
+    argv = list(getattr(sys, "argv", None) or [""])[1:]
+    orig_argv = list(getattr(sys, "orig_argv", None) or [])
     try:
-        decide(os.environ, list(getattr(sys, "argv", None) or [""])[1:], sys.path, log)
+        decide(os.environ, argv, sys.path, log, orig_argv)
     except Exception as exc:  # never a traceback at start-up
         log.warn(
             f"internal error ({type(exc).__name__}: {exc}); {env.QUEUES} left unset"
@@ -46,6 +48,7 @@ def decide(
     argv: Sequence[str],
     path: Sequence[str],
     log: Log,
+    orig_argv: Sequence[str] = (),
 ) -> None:
     """Set ``GPU_MAX_HW_QUEUES`` in ``environ`` for the training launch in ``argv``."""
     switch = env.switch(environ)
@@ -54,26 +57,35 @@ def decide(
     explicit = env.explicit_queues(environ)
     if explicit is not None:
         return log.why(f"{env.QUEUES}={explicit} was set explicitly; left as is")
+    if env.origin(environ) == env.FROM_MODULE:
+        return log.why(f"{env.QUEUES}={environ[env.QUEUES]} from the launcher's config")
     config_path = config_file_arg(argv)
-    if config_path is None:
-        return log.why("no --job.config_file in the arguments")
+    module_args = None if config_path else training_args(argv, orig_argv)
+    if config_path is None and module_args is None:
+        return log.why("no --job.config_file and no torchtitan --module/--config")
     if switch != "force":
         verdict = detect(path, environ)
         if not verdict.rocm:
             return log.why(f"not ROCm: {verdict.evidence}")
     try:
-        rec = recommend(
-            load_toml(config_path), argv=argv, world_size=env.world_size(environ)
-        )
+        world_size = env.world_size(environ)
+        if config_path is not None:
+            from ._toml import load_toml  # the TOML parser only where it is needed
+
+            rec = recommend(load_toml(config_path), argv=argv, world_size=world_size)
+            queues, lanes, how = rec.queues, rec.lanes, env.FROM_TOML
+        else:
+            queues, lanes = evaluate_in_child(module_args or [], environ, world_size)
+            how = env.FROM_MODULE
     except ConfigError as exc:
-        return log.warn(f"{_shorten(config_path)}: {exc}; {env.QUEUES} left unset")
+        where = _shorten(config_path) if config_path else "--module/--config"
+        return log.warn(f"{where}: {exc}; {env.QUEUES} left unset")
     inherited = environ.get(env.QUEUES)
-    environ[env.QUEUES] = str(rec.queues)
-    environ[env.ORIGIN] = f"{rec.queues} job.config_file"
+    environ[env.QUEUES] = str(queues)
+    environ[env.ORIGIN] = f"{queues} {how}"
     if inherited == environ[env.QUEUES]:
-        return log.why(f"{env.QUEUES}={rec.queues} as set by the parent process")
-    streams = ", ".join(rec.lanes)
-    log.info(f"{env.QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams: {streams})")
+        return log.why(f"{env.QUEUES}={queues} as set by the parent process")
+    log.info(f"{env.QUEUES}={queues} ({len(lanes)} GPU streams: {', '.join(lanes)})")
 
 
 def preview(

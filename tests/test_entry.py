@@ -18,7 +18,7 @@ CASES = [
     ({}, ["x.py", "--job.config_file", "a"], True),
     ({}, ["-m", "--job.config-file=a"], True),
     ({}, ["-c", "--job.configuration"], True),  # cheap check; the hook decides
-    ({}, ["x.py", "--module", "llama3"], False),
+    ({}, ["x.py", "--module", "llama3"], True),  # the hook checks for torchtitan
     ({}, ["x.py", "job.config_file"], False),
     ({}, ["x.py", "foo--job.config_file"], False),  # the .pth passes it, start() not
     ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], False),

@@ -1,0 +1,161 @@
+"""Writes a small stand-in ``torchtitan`` package: the API surface the
+``--module``/``--config`` support uses, and nothing else (no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FILES = {
+    "torchtitan/__init__.py": """
+import json, os, sys
+if os.environ.get("STANDIN_LOG"):
+    with open(os.environ["STANDIN_LOG"], "a") as log:
+        log.write(json.dumps(["import", os.getpid(), sys.argv]) + "\\n")
+if os.environ.get("STANDIN_FAIL"):
+    raise RuntimeError("the stand-in torchtitan is broken on purpose")
+""",
+    "torchtitan/config/__init__.py": "from .manager import ConfigManager\n",
+    "torchtitan/config/manager.py": """
+import importlib, json, os, sys
+
+def _value(text, old):
+    if isinstance(old, bool):
+        raise SystemExit(2)
+    if isinstance(old, int):
+        return int(text)
+    if isinstance(old, list):
+        return text.split(",")
+    return text
+
+class ConfigManager:
+    def parse_args(self, args=None):
+        args = list(sys.argv[1:] if args is None else args)
+        if os.environ.get("STANDIN_LOG"):
+            with open(os.environ["STANDIN_LOG"], "a") as log:
+                log.write(json.dumps(["parse_args", os.getpid(), args]) + "\\n")
+        if os.environ.get("STANDIN_SLEEP"):  # a config that takes long to build
+            import time
+            time.sleep(float(os.environ["STANDIN_SLEEP"]))
+        module = config_name = None
+        rest = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a.startswith("--module="): module = a.split("=", 1)[1]
+            elif a == "--module": module = args[i + 1]; i += 1
+            elif a.startswith("--config="): config_name = a.split("=", 1)[1]
+            elif a == "--config": config_name = args[i + 1]; i += 1
+            else: rest.append(a)
+            i += 1
+        if module is None or config_name is None:
+            raise ValueError("--module and --config are required")
+        for prefix in ("torchtitan.models.", "torchtitan.experiments.", ""):
+            try:
+                registry = importlib.import_module(prefix + module + ".config_registry")
+                break
+            except ImportError:
+                continue
+        else:
+            raise ImportError(f"Cannot import module {module!r}")
+        config = getattr(registry, config_name)()
+        i = 0
+        while i < len(rest):  # tyro's forms, for the fields the tests use
+            if not rest[i].startswith("--"):
+                raise SystemExit(2)  # tyro: unrecognized arguments
+            flag, eq, inline = rest[i][2:].partition("=")
+            section, _, name = flag.replace("-", "_").partition(".")
+            negate = name.startswith("no_")
+            name = name[3:] if negate else name
+            holder = getattr(config, section)
+            old = getattr(holder, name)
+            if isinstance(old, bool) and not eq:
+                setattr(holder, name, not negate)
+            else:
+                if not eq:
+                    i += 1
+                    inline = rest[i]
+                setattr(holder, name, _value(inline, old))
+            i += 1
+        return config
+""",
+    "torchtitan/models/__init__.py": "",
+    "torchtitan/models/common/__init__.py": "",
+    "torchtitan/models/common/moe.py": """
+class MoE:
+    class Config:
+        pass
+""",
+    "torchtitan/experiments/__init__.py": "",
+    "torchtitan/experiments/graph_trainer/__init__.py": """
+from types import SimpleNamespace as NS
+from torchtitan.models.common.moe import MoE
+
+class Model:
+    def __init__(self, moe):
+        self.layers = [MoE.Config()] if moe else []
+    def traverse(self, cls):
+        for i, layer in enumerate(self.layers):
+            if isinstance(layer, cls):
+                yield f"layers.{i}", layer, self, "layers"
+
+def trainer_config(name, flavor, moe, **parallelism):
+    degrees = dict(data_parallel_shard_degree=-1, data_parallel_replicate_degree=1,
+                   tensor_parallel_degree=1, context_parallel_degree=1,
+                   pipeline_parallel_degree=1, expert_parallel_degree=1)
+    degrees.update(parallelism)
+    return NS(
+        parallelism=NS(**degrees),
+        # the graph trainer's defaults (GraphTrainerCompileConfig)
+        compile=NS(enable=True, enable_passes=True, disable_passes=[],
+                   enable_fsdp_ag_rs_overlap=False),
+        model_spec=NS(name=name, flavor=flavor, model=Model(moe)),
+    )
+""",
+    "torchtitan/experiments/graph_trainer/llama3/__init__.py": "",
+    "torchtitan/experiments/graph_trainer/llama3/config_registry.py": """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def graph_trainer_llama3_debugmodel():
+    return trainer_config("llama3", "debugmodel", moe=False)
+""",
+    "torchtitan/experiments/graph_trainer/deepseek_v3/__init__.py": "",
+    "torchtitan/experiments/graph_trainer/deepseek_v3/config_registry.py": """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def graph_trainer_deepseek_v3_debugmodel():
+    return trainer_config("deepseek_v3", "debugmodel", moe=True)
+""",
+    "torchtitan/train.py": """
+import json, os, sys
+print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES"),
+                  "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
+                  "torch": "torch" in sys.modules, "pid": os.getpid()}))
+""",
+}
+# A recipe outside torchtitan, imported from the launch's working directory.
+RECIPE_FILES = {
+    "my_recipes/__init__.py": "",
+    "my_recipes/config_registry.py": """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def dense_tp2():
+    return trainer_config("my_model", "big", moe=False, tensor_parallel_degree=2)
+""",
+}
+
+
+def write_standin(root: Path) -> Path:
+    """The stand-in torchtitan under ``root`` (put ``root`` on the path)."""
+    for name, text in FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip("\n"))
+    return root
+
+
+def write_recipes(workdir: Path) -> Path:
+    for name, text in RECIPE_FILES.items():
+        path = workdir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip("\n"))
+    return workdir

@@ -1,0 +1,291 @@
+"""torchtitan's ``--module``/``--config`` form, with a stand-in torchtitan:
+``explain`` evaluates the config as torchtitan does; at start-up the hook
+evaluates it once per launch in a child interpreter, never in the training
+process, and never again in the workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._registry import training_args
+
+from .conftest import Venv
+from .standin import write_recipes, write_standin
+from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+
+DS = ["--module", "graph_trainer.deepseek_v3", "--config",
+      "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
+LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmodel"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "args"),
+    [
+        (["--nproc_per_node=8", "-m", "torchtitan.train", *DS], [], DS),
+        (DS, ["python", "-u", "-m", "torchtitan.train", *DS], DS),
+        (["-m", "torchtitan.train", "--module", "x"], [], None),  # no --config
+        (["prog.py", *DS], ["python", "prog.py", *DS], None),  # not torchtitan
+        (["--job.config_file", "x"], [], None),
+    ],
+)
+def test_which_launches_are_torchtitan(
+    argv: list[str], orig_argv: list[str], args: list[str] | None
+) -> None:
+    assert training_args(argv, orig_argv) == args
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = write_standin(tmp_path / "standin")
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.syspath_prepend(str(write_recipes(tmp_path / "work")))
+    yield root
+    for name in [
+        m for m in sys.modules if m.split(".")[0] in ("torchtitan", "my_recipes")
+    ]:
+        del sys.modules[name]
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["explain", "--json", *args]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("args", "lanes"),
+    [
+        (LLAMA, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
+        ([*LLAMA, "--compile.disable_passes", "cudagraph_pass"],
+         ["compute", "all_reduce", "fsdp_comm"]),
+        ([*LLAMA, "--compile.enable_fsdp_ag_rs_overlap"],
+         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter"]),
+        (DS, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
+        ([*DS, "--parallelism.expert_parallel_degree", "2"],
+         ["compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture"]),
+        ([*DS, "--parallelism.expert_parallel_degree=2",
+          "--compile.enable_fsdp_ag_rs_overlap"],
+         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter",
+          "expert_comm"]),
+        (["--module", "my_recipes", "--config", "dense_tp2",
+          "--parallelism.expert_parallel_degree", "2"],
+         ["compute", "all_reduce", "fsdp_comm", "tp_all_gather", "cudagraph_capture"]),
+    ],
+)  # fmt: skip
+def test_explain_evaluates_like_torchtitan(
+    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], lanes: list[str]
+) -> None:
+    doc = explain_json(capsys, *args)
+    assert doc["lanes"] == lanes
+    assert doc["queues"] == (8 if len(lanes) > 4 else 4)
+    assert "torch" not in sys.modules
+
+
+def test_explain_sources_and_model(
+    standin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
+    settings = doc["settings"]
+    assert settings["parallelism.expert_parallel_degree"] == {
+        "value": 2,
+        "source": "CLI",
+    }
+    assert settings["compile.enable_passes"] == {"value": True, "source": "config"}
+    assert settings["model.name"] == {"value": "deepseek_v3", "source": "config"}
+    assert doc["inputs"]["moe"] is True
+
+
+def test_explain_world_size(standin: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = explain_json(capsys, "--world-size", "2", "--module", "my_recipes",
+                       "--config", "dense_tp2")  # fmt: skip
+    assert "fsdp_comm" not in doc["lanes"]  # 2 // tp 2 = 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            [*LLAMA[:1], "--config", "nope"],
+            "could not build the config (AttributeError",
+        ),
+        (
+            ["--module", "nope", "--config", "x"],
+            "could not build the config (ImportError",
+        ),
+        ([*LLAMA, "--compile.enable_passes", "False"], "rejected the arguments"),
+    ],
+)
+def test_explain_errors(
+    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["explain", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_explain_without_torchtitan(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "torchtitan"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('no torchtitan here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["explain", *LLAMA]) == 2
+    err = capsys.readouterr().err
+    assert "need torchtitan, which cannot be imported here" in err
+    sys.modules.pop("torchtitan", None)
+
+
+# End to end: real interpreters from a venv with the wheel installed.
+
+LAUNCHER = """\
+import json, os, subprocess, sys
+me = {"queues": os.environ.get("GPU_MAX_HW_QUEUES"),
+      "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
+      "modules": sorted(m for m in sys.modules
+                        if m.split(".")[0] in ("torch", "torchtitan"))}
+i = sys.argv.index("-m")
+workers = []
+for rank in range(2):
+    env = dict(os.environ, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank))
+    workers.append(subprocess.Popen([sys.executable, "-u", *sys.argv[i:]], env=env,
+                                    stdout=subprocess.PIPE, text=True))
+me["workers"] = [json.loads(w.communicate()[0]) for w in workers]
+print(json.dumps(me))
+"""
+
+
+class Launch:
+    def __init__(self, root: Path, venv: Venv) -> None:
+        self.venv = venv
+        self.work = write_recipes(root / "work")
+        self.log = root / "standin.log"
+        self.rocm = fake_torch(root / "rocm", ROCM_VERSION_PY)
+        self.cuda = fake_torch(root / "cuda", CUDA_VERSION_PY)
+        self.standin = write_standin(root / "standin")
+        (self.work / "launcher.py").write_text(LAUNCHER)
+
+    def run(self, args: list[str], *, torch: Path | None = None,
+            env: dict[str, str] | None = None) -> tuple[Any, str, float]:  # fmt: skip
+        path = os.pathsep.join(str(p) for p in (torch or self.rocm, self.standin))
+        full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
+                    "STANDIN_LOG": str(self.log), **(env or {})}  # fmt: skip
+        start = time.perf_counter()
+        proc = subprocess.run([self.venv.python, *args], cwd=self.work, env=full_env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        elapsed = time.perf_counter() - start
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+        return json.loads(proc.stdout), proc.stderr, elapsed
+
+    def calls(self) -> list[list[Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def evaluations(self) -> list[list[Any]]:
+        return [c for c in self.calls() if c[0] == "parse_args"]
+
+
+@pytest.fixture
+def launch(tmp_path: Path, venvs: Callable[..., Venv]) -> Launch:
+    return Launch(tmp_path, venvs("3.12"))
+
+
+EP2 = [*DS, "--parallelism.expert_parallel_degree", "2"]
+LINE = ("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce,"
+        " fsdp_comm, expert_comm, cudagraph_capture)\n")  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_torchrun_like_launch(launch: Launch) -> None:
+    seen, err, _ = launch.run(["launcher.py", "--nproc_per_node=2", "-m",
+                               "torchtitan.train", *EP2])  # fmt: skip
+    assert seen["queues"] == "8" and seen["origin"] == "8 --module"
+    assert seen["modules"] == []  # neither torch nor torchtitan in the launcher
+    assert [w["queues"] for w in seen["workers"]] == ["8", "8"]
+    assert not any(w["torch"] for w in seen["workers"])
+    evaluations = launch.evaluations()
+    assert len(evaluations) == 1  # once per launch, none in the workers
+    worker_pids = {w["pid"] for w in seen["workers"]}
+    assert evaluations[0][1] not in worker_pids
+    assert evaluations[0][2] == EP2
+    assert err == LINE
+
+
+@pytest.mark.e2e
+def test_single_process_launch(launch: Launch) -> None:
+    seen, err, _ = launch.run(["-m", "torchtitan.train", *EP2])
+    assert seen["queues"] == "8" and seen["origin"] == "8 --module"
+    [evaluation] = launch.evaluations()
+    assert (
+        evaluation[1] != seen["pid"]
+    )  # a child evaluated it, not the training process
+    assert err == LINE
+
+
+@pytest.mark.e2e
+def test_recipe_outside_torchtitan_from_the_working_directory(launch: Launch) -> None:
+    seen, _, _ = launch.run(["-m", "torchtitan.train", "--module", "my_recipes",
+                             "--config", "dense_tp2"])  # fmt: skip
+    assert seen["queues"] == "8"  # 5 lanes: + tp_all_gather
+
+
+@pytest.mark.e2e
+def test_timeout(launch: Launch) -> None:
+    seen, err, elapsed = launch.run(
+        ["-m", "torchtitan.train", *EP2],
+        env={"STANDIN_SLEEP": "30", "ROCM_HWQ_AUTOSET_TIMEOUT": "1"},
+    )
+    assert seen["queues"] is None
+    assert elapsed < 10
+    assert err == ("rocm-hwq-autoset: warning: --module/--config: evaluating"
+                   " --module/--config took over 1 s (ROCM_HWQ_AUTOSET_TIMEOUT);"
+                   " GPU_MAX_HW_QUEUES left unset\n")  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_failure_is_one_warning(launch: Launch) -> None:
+    probe = "import os, json; print(json.dumps(os.environ.get('GPU_MAX_HW_QUEUES')))"
+    seen, err, _ = launch.run(["-c", probe, "-m", "torchtitan.train", *LLAMA],
+                              env={"STANDIN_FAIL": "1"})  # fmt: skip
+    assert seen is None
+    assert err.startswith("rocm-hwq-autoset: warning: --module/--config: ")
+    assert "broken on purpose" in err and err.count("\n") == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("case", "args", "env"),
+    [
+        ("not torchtitan", ["prog.py", *EP2], {}),
+        ("CUDA torch", ["-m", "torchtitan.train", *EP2], {"TORCH": "cuda"}),
+        ("explicit value", ["-m", "torchtitan.train", *EP2],
+         {"GPU_MAX_HW_QUEUES": "2"}),
+        ("opted out", ["-m", "torchtitan.train", *EP2], {"ROCM_HWQ_AUTOSET": "0"}),
+        ("inherited", ["-m", "torchtitan.train", *EP2],
+         {"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 --module"}),
+    ],
+)  # fmt: skip
+def test_no_evaluation(
+    launch: Launch, case: str, args: list[str], env: dict[str, str]
+) -> None:
+    (launch.work / "prog.py").write_text(
+        "import json, os\n"
+        "print(json.dumps({'queues': os.environ.get('GPU_MAX_HW_QUEUES')}))"
+    )
+    torch = launch.cuda if env.pop("TORCH", None) else None
+    seen, err, _ = launch.run(args, torch=torch, env=env)
+    assert launch.evaluations() == []
+    assert seen["queues"] == env.get("GPU_MAX_HW_QUEUES")
+    assert err == ""
