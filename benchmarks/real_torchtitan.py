@@ -35,8 +35,7 @@ RECIPES = [
      ["--parallelism.expert_parallel_degree", "2",
       "--compile.disable_passes", "cudagraph_pass"]),
     ("graph_trainer.qwen3", "graph_trainer_qwen3_debugmodel", []),
-    ("deepseek_v3", "deepseek_v3_debugmodel",
-     ["--parallelism.expert_parallel_degree", "2"]),
+    ("deepseek_v3", "deepseek_v3_debugmodel", []),
 ]  # fmt: skip
 
 
@@ -82,7 +81,7 @@ def main() -> None:
     print(
         f"\nlaunch time, {args.runs} runs each (the hook forced on: this torch is CPU):"
     )
-    module, config, extra = RECIPES[4]
+    module, config, extra = RECIPES[5]
     launch = [
         "-c",
         "import os; print(os.environ.get('GPU_MAX_HW_QUEUES'))",

@@ -9,6 +9,8 @@ torchtitan (:func:`evaluate`).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -132,12 +134,12 @@ def evaluate(args: Sequence[str], world_size: int | None) -> Any:
             f"--module/--config need torchtitan, which cannot be imported here"
             f" ({type(exc).__name__}: {exc})"
         ) from None
+    said = io.StringIO()
     try:
-        config = ConfigManager().parse_args(list(args))
-    except SystemExit as exc:  # tyro reports a bad flag and exits
-        raise ConfigError(
-            f"torchtitan rejected the arguments (exit {exc.code})"
-        ) from None
+        with contextlib.redirect_stderr(said):
+            config = ConfigManager().parse_args(list(args))
+    except SystemExit:  # tyro prints why in a box, then exits
+        raise ConfigError(f"torchtitan rejected the arguments: {_why(said)}") from None
     except Exception as exc:
         raise ConfigError(
             f"torchtitan could not build the config ({type(exc).__name__}: {exc})"
@@ -149,6 +151,21 @@ def evaluate(args: Sequence[str], world_size: int | None) -> Any:
     except ConfigError:
         pass
     return rec
+
+
+def _why(said: io.StringIO, limit: int = 240) -> str:
+    """tyro's error, out of its box, on one line."""
+    lines = said.getvalue().splitlines()
+    boxed = []
+    for line in lines:
+        body = line.strip()
+        if body.startswith("│") and body.endswith("│"):
+            body = body.strip("│ ")
+            if body and not body.strip("─"):
+                break  # the rule before "For full helptext"
+            boxed.append(body)
+    words = " ".join(" ".join(boxed or lines[-1:]).split()) or "no reason given"
+    return words if len(words) <= limit else words[: limit - 3] + "..."
 
 
 def _has_moe(config: object) -> bool | None:

@@ -122,7 +122,10 @@ def test_explain_world_size(standin: Path, capsys: pytest.CaptureFixture[str]) -
             ["--module", "nope", "--config", "x"],
             "could not build the config (ImportError",
         ),
-        ([*LLAMA, "--compile.enable_passes", "False"], "rejected the arguments"),
+        (
+            [*LLAMA, "--compile.enable_passes", "False"],
+            "rejected the arguments: Unrecognized arguments: False",
+        ),
     ],
 )
 def test_explain_errors(

@@ -18,9 +18,17 @@ if os.environ.get("STANDIN_FAIL"):
     "torchtitan/config/manager.py": """
 import importlib, json, os, sys
 
+def _reject(message):  # tyro's way: a box on stderr, then exit 2
+    print("╭─ Parsing error ──────────╮", file=sys.stderr)
+    print("│ " + message + " │", file=sys.stderr)
+    print("│ ──────────────────────── │", file=sys.stderr)
+    print("│ For full helptext, see -h │", file=sys.stderr)
+    print("╰──────────────────────────╯", file=sys.stderr)
+    raise SystemExit(2)
+
 def _value(text, old):
     if isinstance(old, bool):
-        raise SystemExit(2)
+        _reject(f"Unrecognized options: {text}")
     if isinstance(old, int):
         return int(text)
     if isinstance(old, list):
@@ -61,7 +69,7 @@ class ConfigManager:
         i = 0
         while i < len(rest):  # tyro's forms, for the fields the tests use
             if not rest[i].startswith("--"):
-                raise SystemExit(2)  # tyro: unrecognized arguments
+                _reject(f"Unrecognized arguments: {rest[i]}")
             flag, eq, inline = rest[i][2:].partition("=")
             section, _, name = flag.replace("-", "_").partition(".")
             negate = name.startswith("no_")
