@@ -43,8 +43,8 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
     while i < len(args):
         arg = args[i]
         i += 1
-        if arg == "--":
-            break
+        # Like ConfigManager's config-file scan, read past a "--": in a
+        # launcher's argv (torchrun, ``doctor --``) the training flags follow it.
         if not arg.startswith("--"):
             continue
         name, has_inline, inline = arg[2:].partition("=")

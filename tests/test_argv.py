@@ -65,7 +65,7 @@ OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
         (["--training.steps", "10", "--job.config_file", "x.toml", "--foo", "bar"], {}),
         (["--parallelism.fsdp_reshard_after_forward", "never"], {}),
         (["--compile.no-passes", "x"], {}),  # no_ only negates booleans
-        (["positional", "--", "--parallelism.expert_parallel_degree=2"], {}),
+        (["positional", "--", "--parallelism.expert_parallel_degree=2"], {EP: 2}),
     ],
 )  # fmt: skip
 def test_overrides(args: list[str], expected: dict[str, object]) -> None:

@@ -60,14 +60,16 @@ def test_for_a_rocm_launch(venv: Venv, tmp_path: Path) -> None:
     job.write_text(JOB)
     rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
     code, out = doctor(venv.python, "--", "--job.config_file", str(job),
+                       "--compile.enable_fsdp_ag_rs_overlap",
                        env={"PYTHONPATH": str(rocm)})  # fmt: skip
     assert code == 0, out
     flat = " ".join(out.split())
     assert "ok ROCm " in flat and "hip = '6.2.41133-dd7f95766'" in flat
-    # The doctor's own argv named the config: the hook ran in it at start-up.
+    # The doctor's own argv named the config: the hook ran in it at start-up,
+    # and read the overrides after "--" as the dry run does.
     assert "the hook ran at start-up" in flat
-    assert "4, set by rocm-hwq-autoset in this process (job.config_file)" in flat
-    assert "for that launch would set GPU_MAX_HW_QUEUES=4" in flat
+    assert "8, set by rocm-hwq-autoset in this process (job.config_file)" in flat
+    assert "for that launch would set GPU_MAX_HW_QUEUES=8" in flat
     code, out = doctor(venv.python, "--", "--job.config_file", str(job),
                        env={"PYTHONPATH": str(rocm),
                             "GPU_MAX_HW_QUEUES": "2"})  # fmt: skip
