@@ -169,9 +169,11 @@ def _explain(opts: argparse.Namespace) -> int:
     world_size = opts.world_size
     if world_size is not None and world_size < 1:
         return _fail(f"--world-size {world_size}: must be >= 1")
+    known = None
     try:
         if config_file is None and module_launch(training):
             rec = evaluate(training, world_size)  # imports torchtitan, here only
+            known = (rec.queues, rec.lanes)
         else:
             config = load_toml(config_file) if config_file is not None else None
             rec = recommend(config, argv=training, world_size=world_size)
@@ -180,7 +182,10 @@ def _explain(opts: argparse.Namespace) -> int:
         return _fail(f"{where}{exc}")
     verdict = detect(sys.path, os.environ)
     explicit = env.explicit_queues(os.environ)
-    hook = preview(os.environ, training, sys.path)
+    # For a --module launch the hook would evaluate this very config: reuse it.
+    hook = preview(
+        os.environ, training, sys.path, (lambda *_: known) if known else None
+    )
     if opts.json:
         environment: dict[str, str | bool | None] = {
             "rocm": verdict.rocm,

@@ -23,6 +23,11 @@ PREFIX = "rocm-hwq-autoset: "
 MAX_LINE = 400
 
 _ran = False
+#: How a ``--module``/``--config`` launch is evaluated: args, environment and
+#: world size in; Q and the lanes out.
+Evaluator = Callable[
+    [Sequence[str], Mapping[str, str], "int | None"], tuple[int, tuple[str, ...]]
+]
 
 
 def run() -> None:
@@ -49,6 +54,7 @@ def decide(
     path: Sequence[str],
     log: Log,
     orig_argv: Sequence[str] = (),
+    evaluate: Evaluator = evaluate_in_child,
 ) -> None:
     """Set ``GPU_MAX_HW_QUEUES`` in ``environ`` for the training launch in ``argv``."""
     switch = env.switch(environ)
@@ -75,7 +81,7 @@ def decide(
             rec = recommend(load_toml(config_path), argv=argv, world_size=world_size)
             queues, lanes, how = rec.queues, rec.lanes, env.FROM_TOML
         else:
-            queues, lanes = evaluate_in_child(module_args or [], environ, world_size)
+            queues, lanes = evaluate(module_args or [], environ, world_size)
             how = env.FROM_MODULE
     except ConfigError as exc:
         where = _shorten(config_path) if config_path else "--module/--config"
@@ -89,16 +95,23 @@ def decide(
 
 
 def preview(
-    environ: Mapping[str, str], argv: Sequence[str], path: Sequence[str]
+    environ: Mapping[str, str],
+    argv: Sequence[str],
+    path: Sequence[str],
+    evaluate: Evaluator | None = None,
 ) -> str:
-    """What the hook would do for ``argv`` in ``environ``, in one line; nothing
-    is changed. ``explain`` and ``doctor`` show it."""
+    """What the hook would do for the torchtitan training arguments ``argv`` in
+    ``environ``, in one line; nothing is changed. ``explain`` and ``doctor``
+    show it. ``evaluate`` stands in for the child evaluation of a
+    ``--module``/``--config`` launch when the caller already has the answer."""
     scratch = dict(environ)
     if env.explicit_queues(scratch) is None:  # a value of ours is recomputed
         scratch.pop(env.QUEUES, None)
         scratch.pop(env.ORIGIN, None)
     lines: list[str] = []
-    decide(scratch, argv, path, Log(scratch, lines.append, verbose=True))
+    log = Log(scratch, lines.append, verbose=True)
+    as_launched = ["-m", "torchtitan.train", *argv]  # argv are its arguments
+    decide(scratch, argv, path, log, as_launched, evaluate or evaluate_in_child)
     if env.ORIGIN in scratch:
         return f"would set {env.QUEUES}={scratch[env.QUEUES]}"
     return lines[-1] if lines else "would do nothing"

@@ -17,6 +17,8 @@ import pytest
 
 from .conftest import EDITABLE_PYTHONS, PYTHONS, Venv
 from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from .test_startup import JOB as JOB_BYTES
+from .test_startup import LINE
 
 pytestmark = pytest.mark.e2e
 
@@ -47,19 +49,7 @@ for rank in range(n):
 print(json.dumps({"launcher": os.environ.get("GPU_MAX_HW_QUEUES"),
                   "workers": [json.loads(w.communicate()[0]) for w in workers]}))
 """
-JOB = """\
-[model]
-name = "deepseek_v3"
-flavor = "16B"
-[parallelism]
-expert_parallel_degree = 2
-[compile]
-enable_fsdp_ag_rs_overlap = true
-"""
-LINE = (
-    "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce,"
-    " dense_all_gather, reduce_scatter, expert_comm)\n"
-)
+JOB = JOB_BYTES.decode()
 
 
 class World:
@@ -179,7 +169,6 @@ def test_explicit_value_survives(venv: Venv, world: World) -> None:
 
 def test_launcher_to_worker_chain(venv: Venv, world: World) -> None:
     tp2 = world.root / "tp2.toml"
-    tp2.write_text(JOB + "")
     tp2.write_text(JOB.replace("[compile]", "tensor_parallel_degree = 2\n[compile]"))
     seen, err = start(
         venv, world, ["--job.config_file", str(tp2)], torch=world.rocm,

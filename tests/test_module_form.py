@@ -292,3 +292,20 @@ def test_no_evaluation(
     assert launch.evaluations() == []
     assert seen["queues"] == env.get("GPU_MAX_HW_QUEUES")
     assert err == ""
+
+
+def test_explain_on_rocm_reuses_its_evaluation(
+    standin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The hook line of ``explain --module`` does not evaluate the config again."""
+    monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)))
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET", "ROCM_HWQ_AUTOSET_ORIGIN"):
+        monkeypatch.delenv(name, raising=False)
+    log = tmp_path / "standin.log"
+    monkeypatch.setenv("STANDIN_LOG", str(log))
+    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
+    assert doc["environment"]["hook"] == "would set GPU_MAX_HW_QUEUES=8"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c[0] for c in calls].count("parse_args") == 1
+    assert all(c[1] == os.getpid() for c in calls)  # in this process, no child

@@ -109,7 +109,6 @@ def test_worker_recomputes_the_launchers_value(
     tmp_path: Path, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "tp.toml"
-    path.write_bytes(JOB + b"tensor_parallel_degree = 2\n".replace(b"t", b"t", 1))
     path.write_bytes(
         b"[model]\nname='deepseek_v3'\n[parallelism]\nexpert_parallel_degree=2\n"
         b"tensor_parallel_degree=2\n[compile]\nenable_fsdp_ag_rs_overlap=true\n"
