@@ -235,6 +235,7 @@ def test_isolated_mode_still_runs_and_no_site_does_not(
     )
     # -I ignores PYTHONPATH, so there is no fake torch: ROCm is decided by the
     # HIP runtime, absent here; "force" shows the hook did run.
+    assert seen["queues"] is None or Path("/opt/rocm/lib").is_dir()
     seen, err = start(
         venv, world, args, torch=world.rocm, python_flags=("-I",),
         env={"ROCM_HWQ_AUTOSET": "force"},
