@@ -152,18 +152,19 @@ def dense_tp2():
 }
 
 
-def write_standin(root: Path) -> Path:
-    """The stand-in torchtitan under ``root`` (put ``root`` on the path)."""
-    for name, text in FILES.items():
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.lstrip("\n"))
     return root
 
 
+def write_standin(root: Path) -> Path:
+    """The stand-in torchtitan under ``root`` (put ``root`` on the path)."""
+    return _write(root, FILES)
+
+
 def write_recipes(workdir: Path) -> Path:
-    for name, text in RECIPE_FILES.items():
-        path = workdir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.lstrip("\n"))
-    return workdir
+    """A recipe module outside torchtitan, in a launch's working directory."""
+    return _write(workdir, RECIPE_FILES)
