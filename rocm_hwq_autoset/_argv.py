@@ -17,16 +17,20 @@ CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
 
 
 def config_file_arg(args: Sequence[str]) -> str | None:
-    """The first ``--job.config_file`` value, exactly as torchtitan picks it.
+    """The first ``--job.config_file`` value, exactly as torchtitan picks it."""
+    return flag_value(args, CONFIG_FILE_FLAGS)
 
-    A flag with no value after it is skipped, as torchtitan skips it.
-    """
+
+def flag_value(args: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value of the first of ``flags`` in ``args``, as ``FLAG=V`` or
+    ``FLAG V``, the way torchtitan's ``ConfigManager`` scans for its config
+    flags. A flag with no value after it is skipped."""
     for i, arg in enumerate(args):
         if "=" in arg:
             key, value = arg.split("=", 1)
-            if key in CONFIG_FILE_FLAGS:
+            if key in flags:
                 return value
-        elif arg in CONFIG_FILE_FLAGS and i < len(args) - 1:
+        elif arg in flags and i < len(args) - 1:
             return args[i + 1]
     return None
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._argv import flag_value
 from ._errors import ConfigError
 
 #: Seconds the child may take to import torchtitan and build the config.
@@ -29,20 +30,10 @@ CHILD_ENVIRONMENT = {
 }
 
 
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    """``--flag V`` or ``--flag=V`` as torchtitan's ``ConfigManager`` reads it."""
-    for i, arg in enumerate(args):
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-    return None
-
-
 def module_launch(args: Sequence[str]) -> bool:
     """Whether training arguments name a config by ``--module`` and ``--config``."""
-    return _flag_value(args, "--module") is not None and (
-        _flag_value(args, "--config") is not None
+    return flag_value(args, ("--module",)) is not None and (
+        flag_value(args, ("--config",)) is not None
     )
 
 
