@@ -9,20 +9,29 @@ Without torch on the path, the HIP runtime library decides.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
-from ._errors import ConfigError
-from ._files import MAX_VERSION_PY_BYTES, read_small_file
+from ._launch import MAX_VERSION_PY_BYTES, ConfigError, read_small_file
+
+TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 HIP_LIBRARY = "libamdhip64.so"
 DEFAULT_ROCM_PATH = "/opt/rocm"
 
 
-class Verdict(NamedTuple):
-    rocm: bool
-    evidence: str
-    """One line: the file that decided and what it says."""
+class Verdict:
+    """ROCm or not, and the evidence."""
+
+    __slots__ = ("evidence", "rocm")
+
+    def __init__(self, rocm: bool, evidence: str) -> None:
+        self.rocm = rocm
+        self.evidence = evidence
+        """One line: the file that decided and what it says."""
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.rocm!r}, {self.evidence!r})"
 
 
 def detect(path_entries: Iterable[str], environ: Mapping[str, str]) -> Verdict:

@@ -1,33 +1,60 @@
-"""The start-up hook: run by ``rocm_hwq_autoset.pth`` (or ``.start``) in a
-process whose argv names a torchtitan job config.
+"""Start-up: the gate every process passes, and the hook that applies the decision.
 
-It must never raise, hang, write a file or import torch. Everything it does is
-in :func:`decide`, in the order of the decision.
+``rocm_hwq_autoset.pth`` inlines the gate's check (and calls :func:`start` on a
+match); ``rocm_hwq_autoset.start`` names :func:`start` for Python 3.15+, where it
+replaces the ``.pth`` line and this module is imported at every interpreter start.
+So this module imports only ``os`` and ``sys`` until the gate opens; then
+:func:`run` asks :func:`~rocm_hwq_autoset._decision.decide` what to do and applies
+the outcome: the environment variables, one line on stderr. A ``--module`` launch
+hands its pending outcome to the child evaluation (``_registry_parent``), which
+applies the final one when it is needed. Nothing here raises, hangs, writes a
+file or imports torch.
 """
-
-from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
-from . import _environment as env
-from ._api import recommend
-from ._argv import config_file_arg
-from ._errors import ConfigError
-from ._registry import evaluate_in_child, training_args
-from ._rocm import detect
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up time
+if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
+    from typing import Any
+
+    from ._decision import Outcome
+    from ._rocm import Verdict
+
+# The gate.
+
+#: The switch. The ``.pth`` line reads it before importing anything.
+SWITCH = "ROCM_HWQ_AUTOSET"
+#: Values of the switch that keep the package out of the process altogether.
+OFF_VALUES = ("0", "false", "off", "no")
+#: An argument starting with one of these may make this process a training launch.
+TRIGGERS = ("--job.config", "--module")
+
+
+def wanted() -> bool:
+    """False for every process that is surely not a torchtitan launch."""
+    if os.environ.get(SWITCH, "").strip().lower() in OFF_VALUES:
+        return False
+    return any(str(a).startswith(TRIGGERS) for a in getattr(sys, "argv", None) or ())
+
+
+def start() -> None:
+    """Run the hook when :func:`wanted`; never raise."""
+    try:
+        if wanted():
+            run()
+    except Exception:
+        pass
+
+
+# The hook.
 
 PREFIX = "rocm-hwq-autoset: "
 #: A log line longer than this is cut: a path or a parser message can be long.
 MAX_LINE = 400
 
 _ran = False
-#: How a ``--module``/``--config`` launch is evaluated: args, environment and
-#: world size in; Q and the lanes out.
-Evaluator = Callable[
-    [Sequence[str], Mapping[str, str], "int | None"], tuple[int, tuple[str, ...]]
-]
 
 
 def run() -> None:
@@ -37,123 +64,60 @@ def run() -> None:
     if _ran:
         return
     _ran = True
-    log = Log(os.environ)
-    argv = list(getattr(sys, "argv", None) or [""])[1:]
-    orig_argv = list(getattr(sys, "orig_argv", None) or [])
     try:
-        decide(os.environ, argv, sys.path, log, orig_argv)
-    except Exception as exc:  # never a traceback at start-up
-        log.warn(
-            f"internal error ({type(exc).__name__}: {exc}); {env.QUEUES} left unset"
+        from . import _decision as env
+        from ._decision import PENDING, decide
+
+        _, problem = env.log_level(os.environ)
+        if problem:
+            say(f"warning: {problem}", os.environ)
+        outcome = decide(
+            os.environ,
+            list(getattr(sys, "argv", None) or [""])[1:],
+            list(getattr(sys, "orig_argv", None) or []),
+            rocm=_detect,
+            read_config=_read_config,
         )
+        if outcome.level == PENDING:
+            from ._registry_parent import start_pending
 
-
-def decide(
-    environ: MutableMapping[str, str],
-    argv: Sequence[str],
-    path: Sequence[str],
-    log: Log,
-    orig_argv: Sequence[str] = (),
-    evaluate: Evaluator = evaluate_in_child,
-) -> None:
-    """Set ``GPU_MAX_HW_QUEUES`` in ``environ`` for the training launch in ``argv``."""
-    switch = env.switch(environ)
-    if switch == "off":
-        return log.why(f"{env.SWITCH}={environ[env.SWITCH]} (opted out)")
-    explicit = env.explicit_queues(environ)
-    if explicit is not None:
-        return log.why(f"{env.QUEUES}={explicit} was set explicitly; left as is")
-    if env.origin(environ) == env.FROM_MODULE:
-        return log.why(f"{env.QUEUES}={environ[env.QUEUES]} from the launcher's config")
-    config_path = config_file_arg(argv)
-    module_args = None if config_path else training_args(argv, orig_argv)
-    if config_path is None and module_args is None:
-        return log.why("no --job.config_file and no torchtitan --module/--config")
-    if switch != "force":
-        verdict = detect(path, environ)
-        if not verdict.rocm:
-            return log.why(f"not ROCm: {verdict.evidence}")
-    try:
-        world_size = env.world_size(environ)
-        if config_path is not None:
-            from ._toml import load_toml  # the TOML parser only where it is needed
-
-            rec = recommend(load_toml(config_path), argv=argv, world_size=world_size)
-            queues, lanes, how = rec.queues, rec.lanes, env.FROM_TOML
+            start_pending(outcome)
         else:
-            queues, lanes = evaluate(module_args or [], environ, world_size)
-            how = env.FROM_MODULE
-    except ConfigError as exc:
-        where = _shorten(config_path) if config_path else "--module/--config"
-        return log.warn(f"{where}: {exc}; {env.QUEUES} left unset")
-    inherited = environ.get(env.QUEUES)
-    environ[env.QUEUES] = str(queues)
-    environ[env.ORIGIN] = f"{queues} {how}"
-    if inherited == environ[env.QUEUES]:
-        return log.why(f"{env.QUEUES}={queues} as set by the parent process")
-    log.info(f"{env.QUEUES}={queues} ({len(lanes)} GPU streams: {', '.join(lanes)})")
+            apply(outcome)
+    except Exception as exc:  # never a traceback at start-up
+        say(f"warning: internal error ({type(exc).__name__}: {exc});"
+            f" {env.QUEUES} left unset", os.environ)  # fmt: skip
 
 
-def preview(
-    environ: Mapping[str, str],
-    argv: Sequence[str],
-    path: Sequence[str],
-    evaluate: Evaluator | None = None,
-) -> str:
-    """What the hook would do for the torchtitan training arguments ``argv`` in
-    ``environ``, in one line; nothing is changed. ``explain`` and ``doctor``
-    show it. ``evaluate`` stands in for the child evaluation of a
-    ``--module``/``--config`` launch when the caller already has the answer."""
-    scratch = dict(environ)
-    if env.explicit_queues(scratch) is None:  # a value of ours is recomputed
-        scratch.pop(env.QUEUES, None)
-        scratch.pop(env.ORIGIN, None)
-    lines: list[str] = []
-    log = Log(scratch, lines.append, verbose=True)
-    as_launched = ["-m", "torchtitan.train", *argv]  # argv are its arguments
-    decide(scratch, argv, path, log, as_launched, evaluate or evaluate_in_child)
-    if env.ORIGIN in scratch:
-        return f"would set {env.QUEUES}={scratch[env.QUEUES]}"
-    return lines[-1] if lines else "would do nothing"
+def apply(outcome: "Outcome", *environs: "MutableMapping[str, str]") -> None:
+    """Set what the outcome sets in each of ``environs`` (``os.environ`` if none;
+    a launcher adds the environment a process about to start will get), and say
+    it as the first one's log level and rank ask."""
+    from . import _decision as env
+
+    targets = environs or (os.environ,)
+    for target in targets:
+        if outcome.queues is not None:
+            target[env.QUEUES] = str(outcome.queues)
+        if outcome.marker is not None:
+            target[env.ORIGIN] = outcome.marker
+    if outcome.level == env.SKIP:
+        say(f"nothing to do: {outcome.message}", targets[0], always=False)
+    else:
+        prefix = "" if outcome.level == env.SET else "warning: "
+        say(prefix + outcome.message, targets[0])
 
 
-class Log:
-    """One line on stderr per event, by ``ROCM_HWQ_AUTOSET_LOG`` and the rank."""
+def say(message: str, environ: "Mapping[str, str]", *, always: bool = True) -> None:
+    """One line on stderr: in verbose mode always; by default only once per
+    node (the launcher or ``LOCAL_RANK`` 0), and only ``always`` lines."""
+    from . import _decision as env
 
-    def __init__(
-        self,
-        environ: Mapping[str, str],
-        write: Callable[[str], object] | None = None,
-        *,
-        verbose: bool = False,
-    ) -> None:
-        level = environ.get(env.LOG, "").strip().lower()
-        self.write = write or _write
-        self.verbose = verbose or level == "verbose"
-        self.enabled = level != "quiet" and (self.verbose or env.speaks(environ))
-
-    def info(self, message: str) -> None:
-        if self.enabled:
-            self.write(message)
-
-    def warn(self, message: str) -> None:
-        if self.enabled:
-            self.write("warning: " + message)
-
-    def why(self, message: str) -> None:
-        if self.verbose:
-            self.write("nothing to do: " + message)
-
-
-def _shorten(path: str, limit: int = 160) -> str:
-    """A path cut in the middle, so the reason after it stays on the line."""
-    if len(path) <= limit:
-        return path
-    half = (limit - 3) // 2
-    return path[:half] + "..." + path[-half:]
-
-
-def _write(message: str) -> None:
+    level, _ = env.log_level(environ)
+    if level == "quiet" or (
+        level != "verbose" and not (always and env.speaks(environ))
+    ):
+        return
     line = "".join(c if c.isprintable() else "?" for c in message)
     if len(line) > MAX_LINE:
         line = line[: MAX_LINE - 3] + "..."
@@ -164,3 +128,15 @@ def _write(message: str) -> None:
             stream.flush()
     except Exception:  # a closed or broken stderr must not break start-up
         pass
+
+
+def _detect() -> "Verdict":
+    from ._rocm import detect
+
+    return detect(sys.path, os.environ)
+
+
+def _read_config(path: str) -> "Mapping[str, Any]":
+    from ._launch import load_toml  # the TOML parser only where it is needed
+
+    return load_toml(path)

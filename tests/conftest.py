@@ -3,39 +3,14 @@ CPython 3.9-3.13 with it installed by pip."""
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
-#: Editable installs are checked on the oldest and the newest Python.
-EDITABLE_PYTHONS = ("3.9", "3.13")
-
-
-def find_python(version: str) -> str | None:
-    """A CPython ``version`` interpreter: pyenv's first, then ``PATH``'s."""
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    found = sorted(
-        glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", "python3"))
-    )
-    found = [p for p in found if Path(p).parent.parent.name.count(".") == 2]
-    return found[-1] if found else shutil.which(f"python{version}")
-
-
-def require_python(version: str) -> str:
-    python = find_python(version)
-    if python is None:
-        message = f"CPython {version} is not installed (pyenv or PATH)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; CI requires every Python from 3.9 to 3.13")
-        pytest.skip(message)
-    return python
+from .helpers import ROOT, Venv, require_python
 
 
 def _run(*args: str) -> None:
@@ -57,16 +32,6 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
          "--platform", "any", "--implementation", "py", "--abi", "none",
          "--python-version", "3.9", "--dest", str(out), "tomli>=1.1")  # fmt: skip
     return out
-
-
-class Venv:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.python = str(path / "bin" / "python")
-
-    @property
-    def site_packages(self) -> Path:
-        return next(self.path.glob("lib/python3.*/site-packages"))
 
 
 _VENVS: dict[tuple[str, str], Venv] = {}

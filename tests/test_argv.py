@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocm_hwq_autoset import ConfigError
-from rocm_hwq_autoset._argv import cli_overrides, config_file_arg
+from rocm_hwq_autoset._launch import cli_overrides, config_file_arg
 
 
 @pytest.mark.parametrize(

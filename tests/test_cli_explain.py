@@ -12,11 +12,17 @@ import pytest
 
 from rocm_hwq_autoset import __version__
 from rocm_hwq_autoset._cli import main, split_args
-from rocm_hwq_autoset._term import paint
+from rocm_hwq_autoset._cli.term import paint
 
-from .corpus import TOML_DIR, corpus_file
-from .test_corpus_configs import EP2_OVERLAP, EXPECTED
-from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from .helpers import (
+    CUDA_VERSION_PY,
+    EP2_OVERLAP,
+    EXPECTED,
+    ROCM_VERSION_PY,
+    TOML_DIR,
+    corpus_file,
+    fake_torch,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden"
@@ -93,7 +99,7 @@ def test_world_size(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> N
     _, out, _ = explain(capsys, "--json", "--world-size", "8", *argv)
     assert json.loads(out)["lanes"] == ["compute", "all_reduce", "tp_all_gather"]
     _, out, _ = explain(capsys, "--world-size=16", *argv)
-    assert "16 // (1*1*8*1) ranks: active" in " ".join(out.split())
+    assert "resolves to 2 = WORLD_SIZE // (1*1*8*1)" in " ".join(out.split())
 
 
 def test_export(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,18 +128,45 @@ def test_export_in_a_shell(tmp_path: Path) -> None:
 def test_passthrough_and_defaults(
     cuda_machine: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = explain(capsys, "--json", "--training.steps", "10", "--foo", "bar")
+    code, out, _ = explain(capsys, "--json", "--training.steps", "10",
+                           "--foo.bar", "x", "y")  # fmt: skip
     doc = json.loads(out)
     assert code == 0 and doc["config_file"] is None
     assert doc["lanes"] == ["compute", "all_reduce", "fsdp_comm"]
 
 
 @pytest.mark.parametrize(
+    ("command", "args", "message"),
+    [
+        ("explain", ["--world_size", "1"], "unrecognized option '--world_size'; did"
+         " you mean --world-size?"),
+        ("explain", ["--jsno"], "unrecognized option '--jsno'; did you mean --json?"),
+        ("explain", ["--foo", "bar"], "unrecognized option '--foo'"),
+        ("explain", ["job.toml"], "unexpected argument 'job.toml'"),
+        ("verify", ["t.json", "--queue", "8"], "unrecognized option '--queue'; did"
+         " you mean --queues?"),
+        ("doctor", ["--verbose"], "doctor: unrecognized option '--verbose'"),
+    ],
+)  # fmt: skip
+def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
+    command: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
     ("own", "training", "args"),
     [
         (["--json"], ["--job.config_file", "x"], ["--job.config_file", "x", "--json"]),
-        (["--world-size", "8"], ["--a", "1"], ["--a", "1", "--world-size", "8"]),
-        (["--world-size=8"], ["--a"], ["--world-size=8", "--a"]),
+        (["--world-size", "8"], ["--a.b", "1"], ["--a.b", "1", "--world-size", "8"]),
+        (["--world-size=8"], ["--a.b"], ["--world-size=8", "--a.b"]),
+        (
+            [],
+            ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
+            ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
+        ),
         ([], ["--json"], ["--", "--json"]),
     ],
 )

@@ -7,7 +7,7 @@ import types
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
-from rocm_hwq_autoset._toml import parse_toml
+from rocm_hwq_autoset._launch import Setting, parse_toml
 
 TABLES = b"""
 [model]
@@ -53,10 +53,10 @@ def test_precedence_cli_over_toml_over_default() -> None:
         ],
     )
     s = rec.settings
-    assert s["parallelism.tensor_parallel_degree"] == (1, "CLI")
-    assert s["parallelism.expert_parallel_degree"] == (2, "TOML")
-    assert s["parallelism.context_parallel_degree"] == (1, "default")
-    assert s["compile.enable_fsdp_ag_rs_overlap"] == (False, "CLI")
+    assert s["parallelism.tensor_parallel_degree"] == Setting(1, "CLI")
+    assert s["parallelism.expert_parallel_degree"] == Setting(2, "TOML")
+    assert s["parallelism.context_parallel_degree"] == Setting(1, "default")
+    assert s["compile.enable_fsdp_ag_rs_overlap"] == Setting(False, "CLI")
     assert rec.lanes == ("compute", "all_reduce", "fsdp_comm", "expert_comm")
     assert rec.queues == 4
 
@@ -179,8 +179,8 @@ def test_object_read_like_the_pr() -> None:
     assert rec.lanes == ("compute", "all_reduce", "fsdp_comm", "expert_comm",
                          "cudagraph_capture")  # fmt: skip
     assert rec.queues == 8
-    assert rec.settings["compile.enable_passes"] == (True, "config")
-    assert rec.settings["compile.passes"] == ((), "default")
+    assert rec.settings["compile.enable_passes"] == Setting(True, "config")
+    assert rec.settings["compile.passes"] == Setting((), "default")
     # Without the override the model is unknown: ep > 1 makes it MoE.
     assert recommend(config).inputs.moe
     assert not recommend(config, is_moe=False).inputs.moe

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Venv
-from .test_rocm import ROCM_VERSION_PY, fake_torch
+from .helpers import ROCM_VERSION_PY, Venv, fake_torch
 
 pytestmark = pytest.mark.e2e
 

@@ -9,8 +9,7 @@ from typing import Callable
 
 import pytest
 
-from .conftest import Venv
-from .test_rocm import ROCM_VERSION_PY, fake_torch
+from .helpers import ROCM_VERSION_PY, Venv, fake_torch
 
 pytestmark = pytest.mark.e2e
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
@@ -40,9 +39,8 @@ def doctor(
 def test_healthy(venv: Venv) -> None:
     code, out = doctor(venv.python)
     assert code == 0, out
-    assert (
-        f"ok    rocm_hwq_autoset.pth  {venv.site_packages}/rocm_hwq_autoset.pth" in out
-    )
+    pth = f"{venv.site_packages}/rocm_hwq_autoset.pth"
+    assert f"ok    rocm_hwq_autoset.pth   {pth}\n" in out
     assert "rocm_hwq_autoset.start" in out
     assert out.endswith("\nhealthy\n")
 
@@ -116,8 +114,9 @@ def test_pip_install_target_is_no_site_directory(
     subprocess.run([venv.python, "-m", "venv", "--without-pip", str(bare)], check=True)
     code, out = doctor(str(bare / "bin" / "python"), env={"PYTHONPATH": str(target)})
     assert code == 1
-    assert f"{target}/rocm_hwq_autoset.pth is on sys.path but is no site" in " ".join(
-        out.split()
+    assert (
+        f"{target}/rocm_hwq_autoset.pth: its folder is on sys.path but is no site"
+        in " ".join(out.split())
     )
     assert "pip install --target" in " ".join(out.split())
 

@@ -15,10 +15,16 @@ from typing import Any, Callable
 
 import pytest
 
-from .conftest import EDITABLE_PYTHONS, PYTHONS, Venv
-from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
-from .test_startup import JOB as JOB_BYTES
-from .test_startup import LINE
+from .helpers import (
+    CUDA_VERSION_PY,
+    EDITABLE_PYTHONS,
+    LINE,
+    PYTHONS,
+    ROCM_VERSION_PY,
+    Venv,
+    fake_torch,
+)
+from .helpers import JOB as JOB_BYTES
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_hwq_autoset._models import is_moe
+from rocm_hwq_autoset._model import moe_by_table
 
 
 @pytest.mark.parametrize(
@@ -31,4 +31,4 @@ from rocm_hwq_autoset._models import is_moe
     ],
 )
 def test_is_moe(name: str, flavor: str, ep: int, moe: bool) -> None:
-    assert is_moe(name, flavor, ep) is moe
+    assert moe_by_table(name, flavor, ep)[0] is moe

@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._registry import training_args
+from rocm_hwq_autoset._launch import find_launch
 
-from .conftest import Venv
+from .helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch
 from .standin import write_recipes, write_standin
-from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
 DS = ["--module", "graph_trainer.deepseek_v3", "--config",
       "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
@@ -29,19 +28,29 @@ LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmo
 
 
 @pytest.mark.parametrize(
-    ("argv", "orig_argv", "args"),
+    ("argv", "orig_argv", "args", "in_process"),
     [
-        (["--nproc_per_node=8", "-m", "torchtitan.train", *DS], [], DS),
-        (DS, ["python", "-u", "-m", "torchtitan.train", *DS], DS),
-        (["-m", "torchtitan.train", "--module", "x"], [], None),  # no --config
-        (["prog.py", *DS], ["python", "prog.py", *DS], None),  # not torchtitan
-        (["--job.config_file", "x"], [], None),
+        (["--nproc_per_node=8", "-m", "torchtitan.train", *DS], [], DS, False),
+        (DS, ["python", "-u", "-m", "torchtitan.train", *DS], DS, True),
+        (["-m", "torchtitan.train", "--module", "x"], [], None, None),  # no --config
+        (["prog.py", *DS], ["python", "prog.py", *DS], None, None),  # not torchtitan
     ],
 )
 def test_which_launches_are_torchtitan(
-    argv: list[str], orig_argv: list[str], args: list[str] | None
-) -> None:
-    assert training_args(argv, orig_argv) == args
+    argv: list[str], orig_argv: list[str], args: list[str] | None,
+    in_process: bool | None,
+) -> None:  # fmt: skip
+    launch = find_launch(argv, orig_argv)
+    if args is None:
+        assert launch is None
+    else:
+        assert launch is not None and launch.config_file is None
+        assert list(launch.args) == args and launch.in_process is in_process
+
+
+def test_a_config_file_makes_a_toml_launch_in_any_program() -> None:
+    launch = find_launch(["prog.py", "--job.config_file", "x", *DS], [])
+    assert launch is not None and launch.config_file == "x"
 
 
 @pytest.fixture
@@ -145,7 +154,7 @@ def test_explain_without_torchtitan(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["explain", *LLAMA]) == 2
     err = capsys.readouterr().err
-    assert "need torchtitan, which cannot be imported here" in err
+    assert "torchtitan cannot be imported here" in err
     sys.modules.pop("torchtitan", None)
 
 
@@ -153,8 +162,7 @@ def test_explain_without_torchtitan(
 
 LAUNCHER = """\
 import json, os, subprocess, sys
-me = {"queues": os.environ.get("GPU_MAX_HW_QUEUES"),
-      "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
+me = {"queues_at_start": os.environ.get("GPU_MAX_HW_QUEUES"),
       "modules": sorted(m for m in sys.modules
                         if m.split(".")[0] in ("torch", "torchtitan"))}
 i = sys.argv.index("-m")
@@ -164,6 +172,8 @@ for rank in range(2):
     workers.append(subprocess.Popen([sys.executable, "-u", *sys.argv[i:]], env=env,
                                     stdout=subprocess.PIPE, text=True))
 me["workers"] = [json.loads(w.communicate()[0]) for w in workers]
+me["queues"] = os.environ.get("GPU_MAX_HW_QUEUES")
+me["origin"] = os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN")
 print(json.dumps(me))
 """
 
@@ -214,6 +224,8 @@ LINE = ("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_redu
 def test_torchrun_like_launch(launch: Launch) -> None:
     seen, err, _ = launch.run(["launcher.py", "--nproc_per_node=2", "-m",
                                "torchtitan.train", *EP2])  # fmt: skip
+    # Started at interpreter start, waited for before the first worker starts.
+    assert seen["queues_at_start"] is None
     assert seen["queues"] == "8" and seen["origin"] == "8 --module"
     assert seen["modules"] == []  # neither torch nor torchtitan in the launcher
     assert [w["queues"] for w in seen["workers"]] == ["8", "8"]
@@ -223,7 +235,38 @@ def test_torchrun_like_launch(launch: Launch) -> None:
     worker_pids = {w["pid"] for w in seen["workers"]}
     assert evaluations[0][1] not in worker_pids
     assert evaluations[0][2] == EP2
+    assert evaluations[0][4] == "0"  # no hook in the child
     assert err == LINE
+
+
+@pytest.mark.e2e
+def test_a_failed_evaluation_is_not_repeated_by_the_workers(launch: Launch) -> None:
+    args = ["launcher.py", "--nproc_per_node=2", "-m", "torchtitan.train", *DS[:3]]
+    seen, err, _ = launch.run([*args, "no_such_config"])
+    assert len(launch.evaluations()) == 1
+    assert seen["origin"] == "unset --module"
+    assert [w["queues"] for w in seen["workers"]] == [None, None]
+    assert [w["origin"] for w in seen["workers"]] == ["unset --module"] * 2
+    assert err.startswith("rocm-hwq-autoset: warning: --module/--config: ")
+    assert "no_such_config" in err and err.count("\n") == 1
+
+
+@pytest.mark.e2e
+def test_the_child_sees_the_trainings_gpus(launch: Launch) -> None:
+    seen, _, _ = launch.run(["-m", "torchtitan.train", *EP2],
+                            env={"HIP_VISIBLE_DEVICES": "0,1"})  # fmt: skip
+    assert seen["queues"] == "8"
+    [evaluation] = launch.evaluations()
+    assert evaluation[3] == "0,1"
+
+
+@pytest.mark.e2e
+def test_a_process_that_starts_nothing_ends_the_child_at_exit(launch: Launch) -> None:
+    probe = "import json; print(json.dumps(None))"
+    start = time.perf_counter()
+    seen, err, _ = launch.run(["-c", probe, "-m", "torchtitan.train", *EP2],
+                              env={"STANDIN_SLEEP": "30"})  # fmt: skip
+    assert seen is None and err == "" and time.perf_counter() - start < 10
 
 
 @pytest.mark.e2e
@@ -253,18 +296,17 @@ def test_timeout(launch: Launch) -> None:
     assert seen["queues"] is None
     assert elapsed < 10
     assert err == ("rocm-hwq-autoset: warning: --module/--config: evaluating"
-                   " --module/--config took over 1 s (ROCM_HWQ_AUTOSET_TIMEOUT);"
+                   " took over 1 s (ROCM_HWQ_AUTOSET_TIMEOUT);"
                    " GPU_MAX_HW_QUEUES left unset\n")  # fmt: skip
 
 
 @pytest.mark.e2e
 def test_failure_is_one_warning(launch: Launch) -> None:
-    probe = "import os, json; print(json.dumps(os.environ.get('GPU_MAX_HW_QUEUES')))"
-    seen, err, _ = launch.run(["-c", probe, "-m", "torchtitan.train", *LLAMA],
-                              env={"STANDIN_FAIL": "1"})  # fmt: skip
-    assert seen is None
+    seen, err, _ = launch.run(["-m", "torchtitan.train", *LLAMA[:1],
+                               "--config=no_such_config"])  # fmt: skip
+    assert seen["queues"] is None and seen["origin"] == "unset --module"
     assert err.startswith("rocm-hwq-autoset: warning: --module/--config: ")
-    assert "broken on purpose" in err and err.count("\n") == 1
+    assert "no_such_config" in err and err.count("\n") == 1
 
 
 @pytest.mark.e2e

@@ -14,11 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_hwq_autoset import ConfigError, _traces, recommend
-from rocm_hwq_autoset._argv import cli_overrides, config_file_arg
-from rocm_hwq_autoset._errors import TraceError
-from rocm_hwq_autoset._fields import FIELDS
-from rocm_hwq_autoset._toml import parse_toml
+from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._cli import traces as _traces
+from rocm_hwq_autoset._cli.traces import TraceError
+from rocm_hwq_autoset._launch import FIELDS, cli_overrides, config_file_arg, parse_toml
 
 settings.register_profile("ci", max_examples=300, deadline=None)
 settings.register_profile(
@@ -149,7 +148,7 @@ def test_trace_reader_matches_json_load(
     for event in events:
         found = _traces._gpu_stream(event)
         if found is not None:
-            expected.setdefault(found[0], set()).add(found[1])
+            expected.setdefault((found[0], found[2]), set()).add(found[1])
     assert _traces.count_streams(str(path)) == expected
 
 

@@ -8,23 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset import _startup
-from rocm_hwq_autoset._startup import Log, decide
+from rocm_hwq_autoset import ConfigError, _decision, _startup
+from rocm_hwq_autoset._rocm import Verdict, detect
 
-from .test_rocm import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
-
-JOB = b"""
-[model]
-name = "deepseek_v3"
-[parallelism]
-expert_parallel_degree = 2
-[compile]
-enable_fsdp_ag_rs_overlap = true
-"""
-LINE = (
-    "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce,"
-    " dense_all_gather, reduce_scatter, expert_comm)\n"
-)
+from .helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
 
 
 @pytest.fixture
@@ -45,7 +32,7 @@ def run(
     path: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> str:
-    decide(environ, argv, path, Log(environ))
+    hook(environ, argv, path)
     out, err = capsys.readouterr()
     assert out == ""
     return err
@@ -178,7 +165,12 @@ def test_bad_input_warns_once_and_sets_nothing(
     assert err.startswith(f"rocm-hwq-autoset: warning: {path}: ")
     assert reason in err and err.endswith("; GPU_MAX_HW_QUEUES left unset\n")
     assert err.count("\n") == 1
-    assert env == {}
+    # Nothing set; the marker tells the launcher's workers not to try again.
+    assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"}
+    worker = dict(env, WORLD_SIZE="2", LOCAL_RANK="0")
+    assert run(worker, ["--job.config_file", str(path), *argv_extra], rocm_path,
+               capsys) == ""  # fmt: skip
+    assert worker == dict(env, WORLD_SIZE="2", LOCAL_RANK="0")
 
 
 def test_bad_world_size(
@@ -208,26 +200,32 @@ def test_control_characters_and_length_are_tamed(
 
 @pytest.mark.forked
 def test_run_is_once_per_process_and_never_raises(
-    job: str, capsys: pytest.CaptureFixture[str]
+    job: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     os.environ.pop("GPU_MAX_HW_QUEUES", None)
     os.environ.pop("LOCAL_RANK", None)
     os.environ["ROCM_HWQ_AUTOSET"] = "force"  # no fake torch in pytest's own path
     sys.argv[:] = ["prog", "--job.config_file", job]
+    decisions = []
+    real = _decision.decide
+    monkeypatch.setattr(
+        _decision, "decide", lambda *a, **k: decisions.append(1) or real(*a, **k)
+    )
     _startup.run()
     _startup.run()  # the same .pth seen through two site directories
     assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
     assert capsys.readouterr().err == LINE
+    assert decisions == [1]
 
 
 @pytest.mark.forked
 def test_an_internal_error_is_one_warning(
     job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def boom(*args: object) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(_startup, "decide", boom)
+    monkeypatch.setattr(_decision, "decide", boom)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     _startup.run()
     assert capsys.readouterr().err == (
@@ -239,7 +237,98 @@ def test_an_internal_error_is_one_warning(
 @pytest.mark.forked
 def test_missing_or_broken_stderr_is_fine(job: str, rocm_path: list[str]) -> None:
     sys.stderr = None  # type: ignore[assignment]
-    _startup._write("hello")
+    _startup.say("hello", {})
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115
     sys.stderr.close()
-    _startup._write("hello")
+    _startup.say("hello", {})
+
+
+@pytest.mark.parametrize("value", ["disable", "disabled", "none", "OF", "bogus"])
+def test_a_switch_value_it_cannot_read_never_turns_it_on(
+    value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"ROCM_HWQ_AUTOSET": value}
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert err == (
+        f"rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET={value!r} is not"
+        " 1/on/true/yes/auto (on), 0/off/false/no (off) or force; the hook does"
+        " nothing\n"
+    )
+    assert env == {"ROCM_HWQ_AUTOSET": value}
+
+
+@pytest.mark.parametrize("value", ["1", "on", "TRUE", "yes", "auto", ""])
+def test_every_on_value(
+    value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"ROCM_HWQ_AUTOSET": value}
+    assert run(env, ["--job.config_file", job], rocm_path, capsys) == LINE
+
+
+def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "bogus")
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
+    monkeypatch.setattr(sys, "path", [*rocm_path, *sys.path])
+    for key in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "ROCM_HWQ_AUTOSET"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(_startup, "_ran", False)
+    _startup.run()
+    assert capsys.readouterr().err == (
+        "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_LOG='bogus' is not quiet or"
+        " verbose; using the default (one line per node)\n" + LINE
+    )
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5", " "])
+def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
+    value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"GPU_MAX_HW_QUEUES": value}
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert err == (
+        f"rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES={value!r} is set but is not"
+        " a positive integer, which HIP cannot use; left as is (an explicit value"
+        " always wins)\n"
+    )
+    assert env == {"GPU_MAX_HW_QUEUES": value}
+
+
+def test_a_module_launch_is_pending_and_never_evaluated_in_process(
+    rocm_path: list[str],
+) -> None:
+    args = ["--module", "graph_trainer.llama3", "--config", "c"]
+    outcome = _decision.decide(
+        {}, args, ["python", "-m", "torchtitan.train", *args],
+        rocm=lambda: _detect(rocm_path), read_config=_no_read,
+    )  # fmt: skip
+    assert outcome.level == _decision.PENDING and outcome.queues is None
+    assert outcome.launch is not None and list(outcome.launch.args) == args
+    final = _decision.conclude({}, outcome, (8, ("compute",) * 5))
+    assert (final.queues, final.marker) == (8, "8 --module")
+    failed = _decision.conclude({}, outcome, ConfigError("no"))
+    assert failed.queues is None and failed.marker == "unset --module"
+    assert failed.message == "--module/--config: no; GPU_MAX_HW_QUEUES left unset"
+
+
+def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
+    args = ["-m", "torchtitan.train", "--module", "m", "--config", "c"]
+    outcome = _decision.decide(
+        {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, args, [],
+        rocm=lambda: _detect(rocm_path), read_config=_no_read,
+    )  # fmt: skip
+    assert outcome.level == _decision.WARNING
+    assert "ROCM_HWQ_AUTOSET_TIMEOUT='soon' is not a positive number" in (
+        outcome.message
+    )
+
+
+def _detect(path: list[str]) -> Verdict:
+    return detect(path, {})
+
+
+def _no_read(path: str) -> dict[str, object]:
+    raise AssertionError("a --module launch reads no TOML")

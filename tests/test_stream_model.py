@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from rocm_hwq_autoset import recommend
-from rocm_hwq_autoset._stream_model import Inputs, lanes, queues_for
+from rocm_hwq_autoset._model import Inputs, lanes, queues_for
 
 
 def job(**kw: object) -> Inputs:

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import _traces
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._errors import TraceError
-from rocm_hwq_autoset._traces import count_streams
+from rocm_hwq_autoset._cli import traces as _traces
+from rocm_hwq_autoset._cli.traces import TraceError
 
-from .corpus import TRACE_DIR, corpus_file
+from .helpers import TRACE_DIR, by_device, corpus_file
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -30,7 +29,7 @@ EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
     ],
 )
 def test_corpus_traces(name: str, streams: int, devices: dict[int, set[int]]) -> None:
-    assert count_streams(str(corpus_file(TRACE_DIR, name))) == devices
+    assert by_device(str(corpus_file(TRACE_DIR, name))) == devices
 
 
 def kernel(device: int, stream: int, cat: str = "kernel") -> dict[str, Any]:
@@ -77,12 +76,12 @@ SEVERAL_DEVICES = trace([
 @pytest.mark.parametrize("indent", [None, 1])
 def test_several_devices(tmp_path: Path, gz: bool, indent: int | None) -> None:
     path = write(tmp_path / "t.json", SEVERAL_DEVICES, gz=gz, indent=indent)
-    assert count_streams(path) == {0: {7, 13, 20}, 1: {7, 9, 11}}
+    assert by_device(path) == {0: {7, 13, 20}, 1: {7, 9, 11}}
 
 
 def test_array_form_and_no_gpu_work(tmp_path: Path) -> None:
-    assert count_streams(write(tmp_path / "a.json", [kernel(3, 1)])) == {3: {1}}
-    assert count_streams(write(tmp_path / "b.json", trace([]))) == {}
+    assert by_device(write(tmp_path / "a.json", [kernel(3, 1)])) == {3: {1}}
+    assert by_device(write(tmp_path / "b.json", trace([]))) == {}
 
 
 @pytest.mark.parametrize(
@@ -105,7 +104,7 @@ def test_bad_input(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(TraceError, match=message):
-        count_streams(str(path))
+        by_device(str(path))
 
 
 def test_truncated_gzip_and_missing(tmp_path: Path) -> None:
@@ -113,11 +112,11 @@ def test_truncated_gzip_and_missing(tmp_path: Path) -> None:
     path = tmp_path / "cut.json.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceError, match=r"unreadable|truncated"):
-        count_streams(str(path))
+        by_device(str(path))
     with pytest.raises(TraceError, match="No such file"):
-        count_streams(str(tmp_path / "missing.json"))
+        by_device(str(tmp_path / "missing.json"))
     with pytest.raises(TraceError, match="directory"):
-        count_streams(str(tmp_path))
+        by_device(str(tmp_path))
 
 
 def reference_count(doc: Any) -> dict[Any, set[Any]]:
@@ -158,7 +157,7 @@ def test_chunk_boundaries(
     doc = trace(events, distributedInfo={"rank": 0, "name": "ünï"})
     path = write(tmp_path / "t.json", doc, indent=rng.choice([None, 2]))
     monkeypatch.setattr(_traces, "CHUNK", chunk)
-    assert count_streams(path) == reference_count(doc)
+    assert by_device(path) == reference_count(doc)
 
 
 def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -177,7 +176,8 @@ def test_queue_sources_and_exit_codes(
     )
 
     code, out, _ = verify(capsys, three)
-    assert code == 0 and "Q = 4, from HIP's default" in out and "needs 4" in out
+    assert code == 0 and "Q = 4, from HIP's default" in out
+    assert "needs Q >= 3 (PR #4032 would set 4)" in out
 
     code, out, _ = verify(capsys, three, five)
     assert code == 1 and "short" in out
@@ -197,8 +197,9 @@ def test_queue_sources_and_exit_codes(
     assert code == 0 and doc["queues"] == 8 and doc["ok"] is True
     assert doc["queues_source"].startswith("the training arguments")
     assert [(t["path"], t["streams"], t["needed"]) for t in doc["traces"]] == [
-        (three, 3, 4), (five, 5, 8)
+        (three, 3, 3), (five, 5, 5)
     ]  # fmt: skip
+    assert [t["pr_recommends"] for t in doc["traces"]] == [4, 8]
     assert all(isinstance(t["streams"], int) for t in doc["traces"])
 
 
@@ -233,3 +234,43 @@ def test_bad_training_args_exit_2(
     good = write(tmp_path / "good.json", trace([kernel(0, 1)]))
     code, _, err = verify(capsys, good, "--job.config_file", "/nonexistent.toml")
     assert code == 2 and "No such file" in err
+
+
+def test_hips_rule_not_the_power_of_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five streams fit five queues (HIP needs Q >= streams), not only eight."""
+    five = write(tmp_path / "five.json", trace([kernel(0, s) for s in range(5)]))
+    code, out, _ = verify(capsys, "--queues", "5", five)
+    assert code == 0 and out.splitlines()[1].startswith("ok")
+    code, out, _ = verify(capsys, "--queues", "4", five)
+    assert code == 1 and out.splitlines()[1].startswith("short")
+
+
+def test_devices_are_counted_apart_through_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each device has its own queues: 3 + 3 streams on two devices fit Q = 4."""
+    events = [kernel(d, s) for d in (0, 1) for s in range(3)]
+    path = write(tmp_path / "two.json", trace(events))
+    code, out, _ = verify(capsys, "--queues", "4", path)
+    assert code == 0 and "(device 0: 3, device 1: 3)" in out
+    wide = write(tmp_path / "wide.json", trace([*events, kernel(1, 7), kernel(1, 8)]))
+    code, out, _ = verify(capsys, "--json", "--queues", "4", wide)
+    doc = json.loads(out)
+    assert code == 1 and doc["traces"][0]["devices"] == {"device 0": 3, "device 1": 5}
+
+
+def test_priorities_are_separate_pools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HIP keeps one pool per stream priority: where a trace gives priorities,
+    four normal and two high-priority streams fit Q = 4."""
+    events = [kernel(0, s) for s in range(4)]
+    for s in (10, 11):
+        event = kernel(0, s)
+        event["args"]["priority"] = -1
+        events.append(event)
+    path = write(tmp_path / "prio.json", trace(events))
+    code, out, _ = verify(capsys, "--queues", "4", path)
+    assert code == 0 and "device 0: 4" in out and "device 0 priority -1: 2" in out

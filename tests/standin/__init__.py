@@ -40,7 +40,9 @@ class ConfigManager:
         args = list(sys.argv[1:] if args is None else args)
         if os.environ.get("STANDIN_LOG"):
             with open(os.environ["STANDIN_LOG"], "a") as log:
-                log.write(json.dumps(["parse_args", os.getpid(), args]) + "\\n")
+                log.write(json.dumps(["parse_args", os.getpid(), args,
+                                      os.environ.get("HIP_VISIBLE_DEVICES"),
+                                      os.environ.get("ROCM_HWQ_AUTOSET")]) + "\\n")
         if os.environ.get("STANDIN_SLEEP"):  # a config that takes long to build
             import time
             time.sleep(float(os.environ["STANDIN_SLEEP"]))
@@ -135,6 +137,10 @@ def graph_trainer_deepseek_v3_debugmodel():
 """,
     "torchtitan/train.py": """
 import json, os, sys
+try:
+    import torch  # torchtitan's first import; HIP reads its flags after it
+except ImportError:
+    pass
 print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES"),
                   "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
                   "torch": "torch" in sys.modules, "pid": os.getpid()}))

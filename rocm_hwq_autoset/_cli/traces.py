@@ -13,7 +13,10 @@ import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ._errors import TraceError
+
+class TraceError(ValueError):
+    """A profiler trace cannot be read: not JSON, not a trace, truncated."""
+
 
 #: Bytes read at a time.
 CHUNK = 1 << 20
@@ -139,24 +142,33 @@ def open_trace(path: str) -> IO[bytes]:
     return raw
 
 
-def count_streams(path: str) -> dict[int | str, set[int | str]]:
-    """Per device, the GPU streams that ran work (kernel, memcpy, memset) or
-    that the trace names as ``stream N`` lanes."""
-    per_device: dict[int | str, set[int | str]] = {}
+def count_streams(path: str) -> dict[tuple[Any, Any], set[Any]]:
+    """The GPU streams that ran work (kernel, memcpy, memset) or that the trace
+    names as ``stream N`` lanes, per pool: ``(device, priority)``, the priority
+    None where the trace does not give one."""
+    per_device: dict[Any, dict[Any, Any]] = {}
     stream = open_trace(path)
     try:
         for event in events(stream):
             found = _gpu_stream(event)
             if found is not None:
-                per_device.setdefault(found[0], set()).add(found[1])
+                device, lane, priority = found
+                streams = per_device.setdefault(device, {})
+                if priority is not None or lane not in streams:
+                    streams[lane] = priority
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise TraceError(f"unreadable: {exc}") from None
     finally:
         stream.close()
-    return per_device
+    pools: dict[tuple[Any, Any], set[Any]] = {}
+    for device, streams in per_device.items():
+        for lane, priority in streams.items():
+            pools.setdefault((device, priority), set()).add(lane)
+    return pools
 
 
-def _gpu_stream(event: Any) -> tuple[Any, Any] | None:
+def _gpu_stream(event: Any) -> tuple[Any, Any, Any] | None:
+    """``(device, stream, priority or None)`` of an event on a GPU stream."""
     if not isinstance(event, dict):
         return None
     phase = event.get("ph")
@@ -170,14 +182,23 @@ def _gpu_stream(event: Any) -> tuple[Any, Any] | None:
             and "stream" in args
             and any(k in category for k in GPU_WORK)
         ):
-            return _key(args["device"]), _key(args["stream"])
+            priority = args.get("priority")
+            return (
+                _key(args["device"]),
+                _key(args["stream"]),
+                None if priority is None else _key(priority),
+            )
     elif phase == "M" and event.get("name") == "thread_name":
         name = args.get("name")
         # GPU lanes are named "stream 7 " (sic); CPU threads "thread 123 (python)".
         if isinstance(name, str) and name.startswith("stream "):
             tid = event.get("tid")
             number = name[len("stream ") :].strip()
-            return _key(event.get("pid")), _key(tid if tid is not None else number)
+            return (
+                _key(event.get("pid")),
+                _key(tid if tid is not None else number),
+                None,
+            )
     return None
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from typing import TextIO
 
-_CODES = {"green": "32", "yellow": "33", "red": "31", "bold": "1"}
+_CODES = {"green": "32", "yellow": "33", "red": "31"}
+#: Spaces inside these are never broken: ``key = value``, ``a // (b)``, ``x * y``.
+_GLUED = re.compile(r" (=|//|\*) ")
+_NBSP = "\u00a0"  # textwrap breaks only at ASCII white space
 
 
 def use_colour(stream: TextIO) -> bool:
@@ -25,13 +29,16 @@ def paint(text: str, colour: str, stream: TextIO) -> str:
 def row(
     name: str, text: str, *, indent: int = 0, column: int = 20, width: int = 80
 ) -> str:
-    """``name`` in a column, ``text`` wrapped beside it to fit ``width``."""
+    """``name`` in a column, ``text`` wrapped beside it to fit ``width``: lines
+    break only between words, never inside a path or a ``key = value``."""
     lead = " " * indent + name.ljust(column - indent - 1) + " "
-    return textwrap.fill(
-        text,
-        width=width,
+    glued = _GLUED.sub(lambda m: f"{_NBSP}{m.group(1)}{_NBSP}", text)
+    wrapped = textwrap.fill(
+        glued,
+        width=width - 1,
         initial_indent=lead,
         subsequent_indent=" " * column,
         break_on_hyphens=False,
         break_long_words=False,
     )
+    return wrapped.replace(_NBSP, " ")
