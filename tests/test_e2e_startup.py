@@ -267,3 +267,31 @@ def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
     )  # fmt: skip
     assert json.loads(proc.stdout)["queues"] == "8"
     assert proc.stderr == LINE
+
+
+#: The package modules a TOML launch imports: the gate and hook, the decision,
+#: reading the inputs, the model, detection. Each costs ~0.3 M instructions.
+TOML_LAUNCH_MODULES = [
+    "rocm_hwq_autoset", "rocm_hwq_autoset._decision", "rocm_hwq_autoset._launch",
+    "rocm_hwq_autoset._model", "rocm_hwq_autoset._rocm", "rocm_hwq_autoset._startup",
+]  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_a_toml_launch_imports_only_what_the_decision_needs(
+    venvs: Callable[..., Venv], tmp_path: Path
+) -> None:
+    venv = venvs("3.11")
+    job = tmp_path / "job.toml"
+    job.write_bytes(JOB_BYTES)
+    rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    probe = (
+        "import json, os, sys; print(json.dumps([os.environ['GPU_MAX_HW_QUEUES'],"
+        " sorted(m for m in sys.modules if m.split('.')[0] == 'rocm_hwq_autoset')]))"
+    )
+    proc = subprocess.run(
+        [venv.python, "-c", probe, "--job.config_file", str(job)],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(rocm)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(proc.stdout) == ["8", TOML_LAUNCH_MODULES]
