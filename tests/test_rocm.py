@@ -8,29 +8,7 @@ import pytest
 
 from rocm_hwq_autoset._rocm import detect, torch_hip_version
 
-
-def fake_torch(root: Path, version_py: str | None) -> Path:
-    pkg = root / "torch"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("raise ImportError('never import me')\n")
-    if version_py is not None:
-        (pkg / "version.py").write_text(version_py)
-    return root
-
-
-ROCM_VERSION_PY = (
-    "from typing import Optional\n\n"
-    "__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip', 'xpu']\n"
-    "__version__ = '2.5.1+rocm6.2'\n"
-    "debug = False\n"
-    "cuda: Optional[str] = None\n"
-    "git_version = 'a8d6afb511a69687bbb2b7e88a3cf67917e1697e'\n"
-    "hip: Optional[str] = '6.2.41133-dd7f95766'\n"
-    "xpu: Optional[str] = None\n"
-)
-CUDA_VERSION_PY = ROCM_VERSION_PY.replace("'6.2.41133-dd7f95766'", "None").replace(
-    "cuda: Optional[str] = None", "cuda: Optional[str] = '12.4'"
-)
+from .helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
 
 @pytest.mark.parametrize(
