@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,12 +33,19 @@ def machine() -> str:
     )
 
 
-def build_wheel(out: Path) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation",
-         "--outdir", str(out), str(ROOT)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+def build_wheel(out: Path, source: Path = ROOT) -> Path:
+    """This package's wheel, built from ``source`` (the checkout by default)."""
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation",
+             "--outdir", str(out), str(source)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    except subprocess.CalledProcessError as exc:
+        sys.exit(
+            f"building the wheel failed: {exc.stderr.strip().splitlines()[-1:]}\n"
+            "the benchmarks need the test extras: pip install -e '.[test]'"
+        )
     return next(out.glob("rocm_hwq_autoset-*.whl"))
 
 
@@ -63,5 +73,11 @@ def summary(times: list[float]) -> str:
     return f"min {low:7.2f} ms   median {middle:7.2f} ms"
 
 
-def workdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="rocm-hwq-bench-"))
+@contextlib.contextmanager
+def workdir() -> Iterator[Path]:
+    """A temporary folder, removed afterwards whatever happens."""
+    path = Path(tempfile.mkdtemp(prefix="rocm-hwq-bench-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -34,7 +34,7 @@ import os, sys, time
 sys.argv = ["train.py", "--job.config_file", {job!r},
             "--parallelism.expert_parallel_degree", "2"]
 t = time.perf_counter()
-from rocm_hwq_autoset._startup import run
+from rocm_hwq_autoset import run
 run()
 elapsed = time.perf_counter() - t
 assert os.environ["GPU_MAX_HW_QUEUES"] == "4", os.environ.get("GPU_MAX_HW_QUEUES")
@@ -54,39 +54,39 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    tmp = workdir()
-    torch = tmp / "torch"
-    torch.mkdir()
-    (torch / "__init__.py").write_text("raise ImportError('never imported')\n")
-    (torch / "version.py").write_text("hip = '6.2.41133-dd7f95766'\n")
-    job = str(ROOT / "examples" / "deepseek_v3_16b.toml")
-    stdlib = os.path.dirname(os.__file__)
-    site = [p for p in sys.path if p.endswith("site-packages")]
-    env = {
-        "PATH": os.environ["PATH"],
-        # -S: no site; the fake torch first, the package and tomli after it.
-        "PYTHONPATH": os.pathsep.join([str(tmp), str(ROOT), *site]),
-        "ROCM_HWQ_AUTOSET_LOG": "quiet",
-    }
-    decision_code = DECISION.format(job=job)
-    parser_times, decision_times = [], []
-    for _ in range(args.runs):
-        parser_times.append(sample(PARSER, env))
-        decision_times.append(sample(decision_code, env))
-    ms = 1e3
-    print(f"machine: {machine()} (stdlib {stdlib})")
-    print(f"{args.runs} fresh interpreters each")
-    for name, times in (("TOML parser import", parser_times),
-                        ("whole decision", decision_times)):  # fmt: skip
-        print(f"  {name:<19} min {min(times) * ms:6.2f} ms"
-              f"   median {statistics.median(times) * ms:6.2f} ms")  # fmt: skip
-    net_min = min(decision_times) - min(parser_times)
-    net_median = statistics.median(decision_times) - statistics.median(parser_times)
-    print(
-        textwrap.dedent(f"""\
-          decision net of the parser import: min {net_min * ms:.2f} ms,
-          median {net_median * ms:.2f} ms""").replace("\n", " ")
-    )
+    with workdir() as tmp:
+        torch = tmp / "torch"
+        torch.mkdir()
+        (torch / "__init__.py").write_text("raise ImportError('never imported')\n")
+        (torch / "version.py").write_text("hip = '6.2.41133-dd7f95766'\n")
+        job = str(ROOT / "examples" / "deepseek_v3_16b.toml")
+        stdlib = os.path.dirname(os.__file__)
+        site = [p for p in sys.path if p.endswith("site-packages")]
+        env = {
+            "PATH": os.environ["PATH"],
+            # -S: no site; the fake torch first, the package and tomli after it.
+            "PYTHONPATH": os.pathsep.join([str(tmp), str(ROOT), *site]),
+            "ROCM_HWQ_AUTOSET_LOG": "quiet",
+        }
+        decision_code = DECISION.format(job=job)
+        parser_times, decision_times = [], []
+        for _ in range(args.runs):
+            parser_times.append(sample(PARSER, env))
+            decision_times.append(sample(decision_code, env))
+        ms = 1e3
+        print(f"machine: {machine()} (stdlib {stdlib})")
+        print(f"{args.runs} fresh interpreters each")
+        for name, times in (("TOML parser import", parser_times),
+                            ("whole decision", decision_times)):  # fmt: skip
+            print(f"  {name:<19} min {min(times) * ms:6.2f} ms"
+                  f"   median {statistics.median(times) * ms:6.2f} ms")  # fmt: skip
+        net_min = min(decision_times) - min(parser_times)
+        net_median = statistics.median(decision_times) - statistics.median(parser_times)
+        print(
+            textwrap.dedent(f"""\
+              decision net of the parser import: min {net_min * ms:.2f} ms,
+              median {net_median * ms:.2f} ms""").replace("\n", " ")
+        )
 
 
 if __name__ == "__main__":

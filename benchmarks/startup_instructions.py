@@ -1,19 +1,25 @@
-"""Start-up cost in instructions (valgrind's callgrind), which repeat exactly on a
-noisy machine where wall times vary by 2x:
+"""Start-up cost in instructions (valgrind's callgrind), which repeat exactly
+(``PYTHONHASHSEED=0``) on a noisy machine where wall times vary by 2x. This
+checkout ("after") and a git revision ("before", ``--before``) are measured in
+one run, each installed from its wheel into its own venv, beside a bare venv:
 
-* idle: ``python -c pass`` in a venv with the package vs. a bare venv — what the
-  ``.pth`` line costs every Python process of the environment;
-* decision: a TOML training launch (fake ROCm torch, the example config, the
-  variable set) vs. the same command line in a bare venv that only imports the
-  TOML parser — what the hook costs beyond the parser it needs.
+* idle: ``python -c pass`` over the bare venv: what the ``.pth`` line costs
+  every Python process of the environment;
+* a TOML training launch (a fake ROCm torch, the example config) over the same
+  command in the bare venv, which imports the TOML parser; split into the idle
+  line, parsing the config (``tomllib.load`` of the same file in the bare venv:
+  the parser's work, which grows with the config) and the package's own decision
+  (the rest: importing its modules, reading argv and the file, the model,
+  detection, setting the variables).
 
-It also lists the package modules the TOML launch imports, and their lines.
+It also lists the package modules the launch imports, and their lines.
 
-    python benchmarks/startup_instructions.py
+    python benchmarks/startup_instructions.py [--before REV]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -24,12 +30,10 @@ from pathlib import Path
 from _venvs import ROOT, build_wheel, machine, make_venv, workdir
 
 PARSER = "tomllib" if sys.version_info >= (3, 11) else "tomli"
-LAUNCH = [
-    "--job.config_file",
-    str(ROOT / "examples" / "deepseek_v3_16b.toml"),
-    "--parallelism.expert_parallel_degree",
-    "2",
-]
+JOB = ROOT / "examples" / "deepseek_v3_16b.toml"
+LAUNCH = ["--job.config_file", str(JOB), "--parallelism.expert_parallel_degree", "2"]
+#: The revision before the restructure of issue #10.
+BEFORE = "f6a6d2b"
 SHOW_MODULES = (
     f"import os, sys, {PARSER}; assert os.environ['GPU_MAX_HW_QUEUES'] == '4';"
     " print(' '.join(sorted(m.__file__ for n, m in sys.modules.items()"
@@ -48,47 +52,83 @@ def instructions(python: str, args: list[str], env: dict[str, str]) -> int:
     return int(match.group(1))
 
 
+def old_wheel(rev: str, tmp: Path) -> Path:
+    source = tmp / "before-src"
+    source.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    return build_wheel(tmp / "before-dist", source)
+
+
+def modules(python: str, env: dict[str, str]) -> list[Path]:
+    files = subprocess.run(
+        [python, "-c", SHOW_MODULES, *LAUNCH],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.split()  # fmt: skip
+    return [Path(f) for f in files]
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", default=BEFORE, help="git revision (%(default)s)")
+    args = parser.parse_args()
     if not shutil.which("valgrind"):
         sys.exit("valgrind is not installed (apt-get install valgrind)")
-    tmp = workdir()
-    try:
-        wheel = build_wheel(tmp / "dist")
+    with workdir() as tmp:
         tomli = [] if PARSER == "tomllib" else ["tomli"]
-        bare = make_venv(tmp / "bare", *tomli)
-        installed = make_venv(tmp / "installed", str(wheel))
+        pythons = {
+            "bare": make_venv(tmp / "bare", *tomli),
+            "before": make_venv(tmp / "before", str(old_wheel(args.before, tmp))),
+            "after": make_venv(tmp / "after", str(build_wheel(tmp / "dist"))),
+        }
         torch = tmp / "fake" / "torch"
         torch.mkdir(parents=True)
         (torch / "__init__.py").write_text("raise ImportError('never imported')\n")
         (torch / "version.py").write_text("hip = '6.2.41133-dd7f95766'\n")
-        env = {"PATH": os.environ["PATH"], "ROCM_HWQ_AUTOSET_LOG": "quiet"}
+        env = {"PATH": os.environ["PATH"], "ROCM_HWQ_AUTOSET_LOG": "quiet",
+               "PYTHONHASHSEED": "0"}  # fmt: skip
         launch_env = {**env, "PYTHONPATH": str(torch.parent)}
-        for python in (bare, installed):  # compile the .pyc files once
-            subprocess.run([python, "-c", f"import {PARSER}"], check=True)
-        idle = {p: instructions(p, ["-c", "pass"], env) for p in (bare, installed)}
+        for python in pythons.values():  # compile the .pyc files once
+            subprocess.run([python, "-c", f"import {PARSER}"], check=True, env=env)
+            subprocess.run([python, "-c", "pass", *LAUNCH], check=True, env=launch_env)
+        idle = {k: instructions(p, ["-c", "pass"], env) for k, p in pythons.items()}
         parse = ["-c", f"import {PARSER}", *LAUNCH]
-        decision = {p: instructions(p, parse, launch_env) for p in (bare, installed)}
-        files = subprocess.run(
-            [installed, "-c", SHOW_MODULES, *LAUNCH],
-            capture_output=True, text=True, env=launch_env, check=True,
-        ).stdout.split()  # fmt: skip
-        lines = sum(len(Path(f).read_text().splitlines()) for f in files)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        launch = {k: instructions(p, parse, launch_env) for k, p in pythons.items()}
+        loaded = instructions(
+            pythons["bare"],
+            ["-c", f"import {PARSER}; {PARSER}.load(open({str(JOB)!r}, 'rb'))"],
+            launch_env,
+        )
+        files = {k: modules(pythons[k], launch_env) for k in ("before", "after")}
+        lines = {k: sum(len(f.read_text().splitlines()) for f in fs)
+                 for k, fs in files.items()}  # fmt: skip
     print(f"machine: {machine()}")
-    print("instructions (valgrind --tool=callgrind)")
-    extra = idle[installed] - idle[bare]
-    print(f"  python -c pass, bare venv          {idle[bare]:>13,}")
-    print(f"  python -c pass, with the package   {idle[installed]:>13,}")
-    share = extra / idle[bare]
-    print(f"  idle .pth cost                     {extra:>13,} ({share:+.2%})")
-    net = decision[installed] - decision[bare]
-    print(f"  import {PARSER}, bare venv         {decision[bare]:>13,}")
-    print(f"  TOML launch, with the package      {decision[installed]:>13,}")
-    print(f"  the decision beyond the parser     {net:>13,}")
-    names = sorted(Path(f).stem for f in files)
-    print(f"package modules a TOML launch imports: {len(files)} ({lines} lines)")
-    print("  " + " ".join(names))
+    print(f"instructions (valgrind --tool=callgrind); before = {args.before}")
+    parsing = loaded - launch["bare"]
+    for name, value in (
+        ("python -c pass, bare venv", idle["bare"]),
+        (f"import {PARSER} + the launch's argv, bare venv", launch["bare"]),
+        (f"parsing {JOB.name} ({JOB.stat().st_size} bytes)", parsing),
+    ):
+        print(f"  {name:<46}{value:>13,}")
+    print(f"  {'':<46}{'before':>13}{'after':>13}")
+    for name, key in (
+        ("idle .pth line", "idle"),
+        ("TOML launch, total", "total"),
+        ("the decision (total - idle - parsing)", "decision"),
+    ):
+        values = []
+        for k in ("before", "after"):
+            extra_idle = idle[k] - idle["bare"]
+            total = launch[k] - launch["bare"]
+            values.append({"idle": extra_idle, "total": total,
+                           "decision": total - extra_idle - parsing}[key])  # fmt: skip
+        print(f"  {name:<46}{values[0]:>13,}{values[1]:>13,}")
+    for k in ("before", "after"):
+        names = " ".join(sorted(f.stem for f in files[k]))
+        print(f"{k}: a TOML launch imports {len(files[k])} package modules"
+              f" ({lines[k]} lines): {names}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,25 +24,30 @@ def main() -> None:
     parser.add_argument("--venv", type=Path, help="reuse a venv that has torch")
     args = parser.parse_args()
     if args.venv and (args.venv / "bin" / "python").exists():
-        python = str(args.venv / "bin" / "python")
+        measure(str(args.venv / "bin" / "python"), args.runs)
+    elif args.venv:
+        measure(make_venv(args.venv, TORCH), args.runs)
     else:
-        where = args.venv or workdir() / "torch"
-        python = make_venv(where, TORCH)
+        with workdir() as tmp:
+            measure(make_venv(tmp / "torch", TORCH), args.runs)
+
+
+def measure(python: str, runs: int) -> None:
     env = {"PATH": os.environ["PATH"]}
     version = subprocess.run(
         [python, "-c", "import torch; print(torch.__version__)"],
         capture_output=True, text=True, env=env, check=True,
     ).stdout.strip()  # fmt: skip
-    bare = [wall([python, "-c", "pass"], env) for _ in range(args.runs)]
-    with_torch = [wall([python, "-c", "import torch"], env) for _ in range(args.runs)]
+    bare = [wall([python, "-c", "pass"], env) for _ in range(runs)]
+    with_torch = [wall([python, "-c", "import torch"], env) for _ in range(runs)]
     decision = subprocess.run(
-        [python, str(ROOT / "benchmarks" / "decision.py"), "--runs", str(args.runs)],
+        [python, str(ROOT / "benchmarks" / "decision.py"), "--runs", str(runs)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     ms = 1e3
     torch_min = min(with_torch) - min(bare)
     print(f"machine: {machine()}")
-    print(f"torch {version}, {args.runs} fresh interpreters each")
+    print(f"torch {version}, {runs} fresh interpreters each")
     print(f"  python -c pass         min {min(bare) * ms:8.1f} ms"
           f"   median {statistics.median(bare) * ms:8.1f} ms")  # fmt: skip
     print(f"  python -c import torch min {min(with_torch) * ms:8.1f} ms"

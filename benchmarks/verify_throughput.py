@@ -77,7 +77,11 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=300)
     parser.add_argument("--gzip", action="store_true")
     args = parser.parse_args()
-    path = str(workdir() / ("trace.json.gz" if args.gzip else "trace.json"))
+    with workdir() as tmp:
+        measure(str(tmp / ("trace.json.gz" if args.gzip else "trace.json")), args)
+
+
+def measure(path: str, args: argparse.Namespace) -> None:
     size = generate(path, args.mb, args.gzip)
     on_disk = os.path.getsize(path)
     out = subprocess.run(
@@ -95,7 +99,6 @@ def main() -> None:
         f" peak RSS {peak_kib / 1024:.0f} MiB"
         f" (the generating process: {baseline / 1024:.0f} MiB)"
     )
-    os.remove(path)
 
 
 if __name__ == "__main__":

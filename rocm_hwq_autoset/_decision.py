@@ -13,10 +13,10 @@ result into the final outcome.
 
 from __future__ import annotations
 
+from . import OFF_VALUES as OFF_VALUES
+from . import SWITCH as SWITCH
 from ._launch import ConfigError, find_launch
 from ._model import recommend
-from ._startup import OFF_VALUES as OFF_VALUES
-from ._startup import SWITCH as SWITCH
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:

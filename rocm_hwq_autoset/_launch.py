@@ -140,17 +140,17 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
         if not arg.startswith("--"):
             continue
         name, has_inline, inline = arg[2:].partition("=")
-        field, negated = _field_for(name.replace("-", "_"))
-        if field is None:
+        key, negated = _field_for(name.replace("-", "_"))
+        if key is None:
             continue
-        if field.kind == "bool":
+        if FIELDS[key][0] == "bool":
             if has_inline or (i < len(args) and not _is_option(args[i])):
                 value = inline if has_inline else args[i]
                 raise ConfigError(
                     f"--{name} is a flag and takes no value (got {value!r});"
-                    f" use --{field.key} or --{_negation(field.key)}"
+                    f" use --{key} or --{_negation(key)}"
                 )
-            found[field.key] = not negated
+            found[key] = not negated
             continue
         if has_inline:
             raw = inline
@@ -159,19 +159,18 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
             i += 1
         else:
             raise ConfigError(f"--{name} expects a value")
-        found[field.key] = _parse(field, raw)
+        found[key] = _parse(key, raw)
     return found
 
 
-def _field_for(name: str) -> tuple[Field | None, bool]:
+def _field_for(name: str) -> tuple[str | None, bool]:
     """The field a normalized flag name sets, and whether it is a ``no_`` flag."""
     if name in FIELDS:
-        return FIELDS[name], False
+        return name, False
     section, _, rest = name.partition(".")
-    if rest.startswith("no_"):
-        field = FIELDS.get(f"{section}.{rest[3:]}")
-        if field is not None and field.kind == "bool":
-            return field, True
+    key = f"{section}.{rest[3:]}"
+    if rest.startswith("no_") and key in FIELDS and FIELDS[key][0] == "bool":
+        return key, True
     return None, False
 
 
@@ -186,13 +185,14 @@ def _is_option(token: str) -> bool:
     return token.startswith("-") and not token[1:].replace(".", "", 1).isdigit()
 
 
-def _parse(field: Field, raw: str) -> Value:
-    if field.kind == "int":
+def _parse(key: str, raw: str) -> Value:
+    kind = FIELDS[key][0]
+    if kind == "int":
         try:
             return int(raw)  # tyro uses int(): "+2" is 2; "2.0" and "0x2" fail
         except ValueError:
-            raise ConfigError(f"--{field.key} {raw!r} is not an integer") from None
-    if field.kind == "list":
+            raise ConfigError(f"--{key} {raw!r} is not an integer") from None
+    if kind == "list":
         return tuple(raw.split(","))  # torchtitan's list[str] rule: one token, commas
     return raw
 
@@ -202,33 +202,22 @@ def _parse(field: Field, raw: str) -> Value:
 DEFAULT, CLI, TOML, CONFIG = "default", "CLI", "TOML", "config"
 
 
-class Field:
-    __slots__ = ("default", "key", "kind")
-
-    def __init__(self, key: str, kind: str, default: Value) -> None:
-        self.key = key
-        """``section.name``, as in TOML and on the command line."""
-        self.kind = kind
-        """``int``, ``bool``, ``str`` or ``list`` (of strings)."""
-        self.default = default
-
-
-FIELDS: dict[str, Field] = {
-    f.key: f
-    for f in (
-        Field("model.name", "str", "llama3"),
-        Field("model.flavor", "str", "debugmodel"),
-        Field("parallelism.data_parallel_shard_degree", "int", -1),
-        Field("parallelism.data_parallel_replicate_degree", "int", 1),
-        Field("parallelism.tensor_parallel_degree", "int", 1),
-        Field("parallelism.context_parallel_degree", "int", 1),
-        Field("parallelism.pipeline_parallel_degree", "int", 1),
-        Field("parallelism.expert_parallel_degree", "int", 1),
-        Field("compile.enable_passes", "bool", False),
-        Field("compile.disable_passes", "list", ()),
-        Field("compile.enable_fsdp_ag_rs_overlap", "bool", False),
-        Field("compile.passes", "list", ()),
-    )
+#: The fields the model reads: ``section.name`` (as in TOML and on the command
+#: line) -> (kind, torchtitan's default). Kinds: ``int``, ``bool``, ``str``,
+#: ``list`` (of strings).
+FIELDS: dict[str, tuple[str, Value]] = {
+    "model.name": ("str", "llama3"),
+    "model.flavor": ("str", "debugmodel"),
+    "parallelism.data_parallel_shard_degree": ("int", -1),
+    "parallelism.data_parallel_replicate_degree": ("int", 1),
+    "parallelism.tensor_parallel_degree": ("int", 1),
+    "parallelism.context_parallel_degree": ("int", 1),
+    "parallelism.pipeline_parallel_degree": ("int", 1),
+    "parallelism.expert_parallel_degree": ("int", 1),
+    "compile.enable_passes": ("bool", False),
+    "compile.disable_passes": ("list", ()),
+    "compile.enable_fsdp_ag_rs_overlap": ("bool", False),
+    "compile.passes": ("list", ()),
 }
 
 
@@ -266,15 +255,15 @@ def merge(
     Raises ``ConfigError`` for a value of the wrong type or out of range.
     """
     settings: dict[str, Setting] = {}
-    for key, field in FIELDS.items():
+    for key, (_, default) in FIELDS.items():
         if key in overrides:
             settings[key] = Setting(overrides[key], CLI)
             continue
         found = _lookup(config, key)
         if found is _MISSING:
-            settings[key] = Setting(field.default, DEFAULT)
+            settings[key] = Setting(default, DEFAULT)
         else:
-            settings[key] = Setting(_checked(field, found), TOML)
+            settings[key] = Setting(_checked(key, found), TOML)
     _check_degrees(settings)
     return settings
 
@@ -292,7 +281,7 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
             " (parsed TOML), a torchtitan config object or None"
         )
     settings: dict[str, Setting] = {}
-    for key, field in FIELDS.items():
+    for key, (kind, default) in FIELDS.items():
         section, _, name = key.partition(".")
         holder = getattr(config, section, None)
         if holder is None and section == "model":  # Trainer.Config: model_spec
@@ -303,12 +292,11 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
         elif found is _MISSING or found is None:
             # A config object with no ``model.name`` (registry era) names no
             # model: MoE is then decided by the caller or by the degree.
-            default = "" if section == "model" else field.default
-            settings[key] = Setting(default, DEFAULT)
+            settings[key] = Setting("" if section == "model" else default, DEFAULT)
         else:
-            if field.kind == "list" and isinstance(found, list):
+            if kind == "list" and isinstance(found, list):
                 found = tuple(found)
-            settings[key] = Setting(_checked(field, found), CONFIG)
+            settings[key] = Setting(_checked(key, found), CONFIG)
     _check_degrees(settings)
     return settings
 
@@ -335,18 +323,18 @@ _KIND_NAMES = {
 }
 
 
-def _checked(field: Field, value: Any) -> Value:
+def _checked(key: str, value: Any) -> Value:
     """``value`` if it has the field's type (bools are not integers here)."""
-    if field.kind == "list":
+    kind = FIELDS[key][0]
+    if kind == "list":
         ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
-    elif field.kind == "int":
+    elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-        ok = isinstance(value, bool if field.kind == "bool" else str)
+        ok = isinstance(value, bool if kind == "bool" else str)
     if not ok:
-        want = _KIND_NAMES[field.kind]
-        raise ConfigError(f"{field.key} = {_short(value)} is not {want}")
-    return tuple(value) if field.kind == "list" else value
+        raise ConfigError(f"{key} = {_short(value)} is not {_KIND_NAMES[kind]}")
+    return tuple(value) if kind == "list" else value
 
 
 def _check_degrees(settings: dict[str, Setting]) -> None:

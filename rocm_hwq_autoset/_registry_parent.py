@@ -32,9 +32,9 @@ import time
 from collections.abc import Mapping, MutableMapping, Sequence
 
 from . import _decision as env
+from . import apply
 from ._decision import Outcome, conclude, failed
 from ._launch import ConfigError
-from ._startup import apply
 
 #: Audit events that come before this process starts another.
 SPAWN_EVENTS = frozenset({

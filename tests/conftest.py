@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT, Venv, require_python
+from .helpers import ROOT, Venv, require_index, require_python
 
 
 def _run(*args: str) -> None:
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     proc = subprocess.run(args, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        require_index(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"{' '.join(args)}:\n{proc.stdout}{proc.stderr}"
 
 

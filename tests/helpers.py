@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset import apply
 from rocm_hwq_autoset._cli.traces import count_streams
 from rocm_hwq_autoset._decision import Outcome, decide
 from rocm_hwq_autoset._launch import load_toml
 from rocm_hwq_autoset._rocm import detect
-from rocm_hwq_autoset._startup import apply
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
@@ -162,11 +162,27 @@ def find_python(version: str) -> str | None:
 def require_python(version: str) -> str:
     python = find_python(version)
     if python is None:
-        message = f"CPython {version} is not installed (pyenv or PATH)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; CI requires every Python from 3.9 to 3.13")
-        pytest.skip(message)
+        missing(f"CPython {version} is not installed (pyenv or PATH)")
+    assert python is not None
     return python
+
+
+def missing(message: str) -> None:
+    """Skip for something this machine lacks; fail under ``CI``, which needs it."""
+    if os.environ.get("CI"):
+        pytest.fail(message + "; CI requires it")
+    pytest.skip(message)
+
+
+def require_index(pip_output: str) -> None:
+    """Skip (fail under ``CI``) with the reason when pip could not reach the
+    package index; return when the failure was something else."""
+    signs = ("No matching distribution", "Could not find a version",
+             "NewConnectionError", "Max retries exceeded", "Network is unreachable",
+             "Temporary failure in name resolution", "ConnectTimeout")  # fmt: skip
+    if any(sign in pip_output for sign in signs):
+        last = pip_output.strip().splitlines()[-1] if pip_output.strip() else ""
+        missing(f"no package index reachable for pip ({last[:160]})")
 
 
 class Venv:

@@ -125,6 +125,45 @@ def test_export_in_a_shell(tmp_path: Path) -> None:
     assert proc.stdout == "Q=8\n"
 
 
+def readme_export_lines() -> str:
+    """The job-script lines the README shows for ``--export``."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index('exports="$(rocm-hwq-autoset explain --export')
+    return text[start : text.index("```", start)]
+
+
+@pytest.mark.parametrize("config_exists", [True, False])
+def test_readme_export_lines_in_a_strict_job_script(
+    tmp_path: Path, config_exists: bool
+) -> None:
+    """The README's lines in a ``set -euo pipefail`` script: the value on
+    success; on failure the script stops there, with nothing exported."""
+    job = tmp_path / "job.toml"
+    if config_exists:
+        job.write_text(Path(EXAMPLE).read_text())
+    lines = readme_export_lines().replace(
+        "rocm-hwq-autoset", f'"{sys.executable}" -m rocm_hwq_autoset'
+    )
+    script = (
+        "set -euo pipefail\n"
+        f"cd {str(tmp_path)!r}\n"
+        + lines
+        + 'echo "reached Q=${GPU_MAX_HW_QUEUES:-unset}"\n'
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env
+    )
+    if config_exists:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "reached Q=4\n"
+    else:
+        assert proc.returncode == 2
+        assert proc.stdout == ""
+        assert proc.stderr.count("\n") == 1
+        assert "job.toml" in proc.stderr
+
+
 def test_passthrough_and_defaults(
     cuda_machine: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

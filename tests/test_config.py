@@ -184,3 +184,12 @@ def test_object_read_like_the_pr() -> None:
     # Without the override the model is unknown: ep > 1 makes it MoE.
     assert recommend(config).inputs.moe
     assert not recommend(config, is_moe=False).inputs.moe
+
+
+def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
+    """tomllib's time grows with the cube of a dotted key's depth: a line with
+    more than 256 dots is refused; 256 are parsed."""
+    at_limit = b".".join([b"k"] * 257) + b" = 1\n"  # 256 dots
+    assert parse_toml(at_limit)["k"]["k"]["k"]
+    with pytest.raises(ConfigError, match="more than 256 dots; not a job config"):
+        parse_toml(b".".join([b"k"] * 30_000) + b" = 1\n")  # 15 s in tomllib alone

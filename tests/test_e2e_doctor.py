@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from .helpers import ROCM_VERSION_PY, Venv, fake_torch
+from .helpers import ROCM_VERSION_PY, Venv, fake_torch, require_python
 
 pytestmark = pytest.mark.e2e
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
@@ -127,3 +127,37 @@ def test_no_site(venv: Venv) -> None:
     )
     assert code == 1
     assert "python -S: site is skipped" in out
+    assert out.count("FAIL") == 1, out  # not also "pip install --target"
+    assert "--target" not in out
+
+
+def test_explicit_value_that_hip_cannot_use_fails(venv: Venv) -> None:
+    code, out = doctor(venv.python, env={"GPU_MAX_HW_QUEUES": "abc"})
+    assert code == 1
+    assert "FAIL  GPU_MAX_HW_QUEUES" in out
+    assert "'abc', set by you, is not a positive integer" in " ".join(out.split())
+
+
+def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
+    """Installed with ``pip install --user``, run with ``-s``: the ``.pth`` is
+    in a site directory Python skips, and the ``.start`` file is not "ok"."""
+    python = require_python("3.11")
+    wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
+    env = {"PATH": os.environ["PATH"], "PYTHONUSERBASE": str(tmp_path / "user"),
+           "PIP_CONFIG_FILE": os.devnull}  # fmt: skip
+    subprocess.run(
+        [python, "-m", "pip", "install", "--user", "--no-index", "--no-deps",
+         "--no-warn-script-location", str(wheel)],
+        check=True, capture_output=True, env=env,
+    )  # fmt: skip
+    user_site = subprocess.run(
+        [python, "-c", "import site; print(site.getusersitepackages())"],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout.strip()  # fmt: skip
+    code, out = doctor(python, flags=("-s",), env={**env, "PYTHONPATH": user_site})
+    assert code == 1
+    said = " ".join(out.split())
+    pth = f"{user_site}/rocm_hwq_autoset.pth"
+    assert f"FAIL rocm_hwq_autoset.pth {pth} is in the user site, which is" in said
+    assert "user site, which is disabled (-s, -I or PYTHONNOUSERSITE)" in said
+    assert "ok    rocm_hwq_autoset.start" not in out

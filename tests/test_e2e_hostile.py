@@ -73,8 +73,8 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "directory": (lambda c: ["--job.config_file", str(c.root)], None, "a directory"),
     "64-MiB": (_huge, None, "67108864 bytes, more than the 65536 read"),
     "64-KiB-deep-headers": (_toml(SLOW_TOML), "4", None),
-    "garbage": (lambda c: ["--job.config_file", c.file("g.toml", os.urandom(4096))],
-                None, "job.config"),
+    "garbage": (lambda c: ["--job.config_file", c.file("g.toml", b"\xff\x00" * 2048)],
+                None, "g.toml: not UTF-8 text"),
     "unreadable": (lambda c: ["--job.config_file", "/proc/self/mem"], None,
                    "/proc/self/mem: "),
     "symlink-loop": (_loop, None, "Too many levels of symbolic links"),
@@ -114,7 +114,8 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "cli-missing-value": (_toml(MOE, "--parallelism.expert_parallel_degree"), None,
                           "expects a value"),
     "cli-plus-int": (_toml(MOE, "--parallelism.expert_parallel_degree", "+2"), "4", None),
-    "long-path": (lambda c: ["--job.config_file", "/" + "x" * 100_000], None, "job.config"),
+    "long-path": (lambda c: ["--job.config_file", "/" + "x" * 100_000], None,
+                  "x...x"),  # the path cut in the middle, its end kept
     "newline-path": (lambda c: ["--job.config_file", "/tmp/a\nb\x1b[2J"], None, "a?b?[2J"),
 }  # fmt: skip
 
@@ -146,6 +147,6 @@ def test_hostile(name: str, venv: Venv, tmp_path: Path) -> None:
     else:
         assert len(lines) == 1, proc.stderr
         assert lines[0].startswith("rocm-hwq-autoset: warning: ")
-        assert warning.replace("job.config", "") in lines[0]
+        assert warning in lines[0]
         assert lines[0].endswith("; GPU_MAX_HW_QUEUES left unset")
         assert len(lines[0]) <= 420

@@ -30,7 +30,7 @@ PROBE = """
 import json, os, sys
 sys.argv = json.loads(os.environ["PROBE_ARGV"])
 called = []
-import rocm_hwq_autoset._startup as startup
+import rocm_hwq_autoset as startup
 startup.run = lambda: called.append("run")
 if os.environ["PROBE_MODE"] == "pth":
     exec(os.environ["PROBE_PTH"])
@@ -66,16 +66,16 @@ def test_cheap_check(
 def test_pth_is_one_import_line() -> None:
     lines = PTH_LINE.splitlines()
     assert len(lines) == 1 and lines[0].startswith("import ")
-    assert START.strip() == "rocm_hwq_autoset._startup:start"
+    assert START.strip() == "rocm_hwq_autoset:start"
 
 
 def test_entry_module_imports_only_os_and_sys() -> None:
     code = (
-        "import sys; before = set(sys.modules); import rocm_hwq_autoset._startup; "
+        "import sys; before = set(sys.modules); import rocm_hwq_autoset; "
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env={"PYTHONPATH": str(ROOT)},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert out.stdout.strip() == "['rocm_hwq_autoset', 'rocm_hwq_autoset._startup']"
+    assert out.stdout.strip() == "['rocm_hwq_autoset']"

@@ -158,6 +158,24 @@ def test_explain_without_torchtitan(
     sys.modules.pop("torchtitan", None)
 
 
+def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
+    """The parent side on its own: a config that takes 30 s to build, a 0.5 s
+    timeout; the child's group is killed and the reason is one line."""
+    from rocm_hwq_autoset import _registry_parent
+    from rocm_hwq_autoset._launch import ConfigError
+
+    package = str(Path(_registry_parent.__file__).parents[1])
+    path = os.pathsep.join([str(write_standin(tmp_path / "standin")), package])
+    environ = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
+               "STANDIN_SLEEP": "30", "ROCM_HWQ_AUTOSET_TIMEOUT": "0.5"}  # fmt: skip
+    start = time.perf_counter()
+    evaluation = _registry_parent.Evaluation(LLAMA, environ, None)
+    with pytest.raises(ConfigError, match=r"^evaluating took over 0\.5 s"):
+        evaluation.result()
+    assert time.perf_counter() - start < 5
+    assert evaluation.child.returncode == -9  # SIGKILL, to its whole group
+
+
 # End to end: real interpreters from a venv with the wheel installed.
 
 LAUNCHER = """\

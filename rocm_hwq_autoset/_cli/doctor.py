@@ -9,10 +9,10 @@ import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
+from .. import TRIGGERS
 from .. import _decision as env
 from .._decision import WARNING
 from .._rocm import detect
-from .._startup import TRIGGERS
 from . import describe, hook_outcome
 from .term import paint, row
 
@@ -125,8 +125,8 @@ def environment_checks(argv: Sequence[str], hook_ran: bool) -> list[Check]:
 
 
 def run_doctor(argv: Sequence[str], out: TextIO) -> int:
-    # Only the start-up gate imports the hook's module: it ran iff it is here.
-    hook_ran = "rocm_hwq_autoset._startup" in sys.modules
+    from .. import ran as hook_ran  # its value now, after start-up
+
     checks = [
         Check("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
         *startup_file_checks(),
