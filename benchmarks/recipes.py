@@ -40,13 +40,13 @@ def main() -> None:
              *case_args(module, config, override)],
             capture_output=True, text=True, env=env,
         )  # fmt: skip
-        flags = " ".join(OVERRIDES[override]) or "—"
+        flags = f"`{' '.join(OVERRIDES[override])}`" if OVERRIDES[override] else "—"
         if done.returncode == 0:
             doc = json.loads(done.stdout)
             queues, lanes = str(doc["queues"]), ", ".join(doc["lanes"])
         else:
             queues, lanes = "—", done.stderr.strip().replace("|", "\\|")[:200]
-        print(f"| {module} | {config} | `{flags}` | {queues} | {lanes} |", flush=True)
+        print(f"| {module} | {config} | {flags} | {queues} | {lanes} |", flush=True)
 
 
 if __name__ == "__main__":

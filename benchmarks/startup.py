@@ -44,7 +44,8 @@ def main() -> None:
         print(f"  ratio            min {ratio_min:.3f}   median {ratio_median:.3f}")
         if shutil.which("valgrind"):
             # Instructions are repeatable where wall time is noisy.
-            counts = {python: instructions(python, env) for python in (bare, installed)}
+            fixed = {**env, "PYTHONHASHSEED": "0"}  # counts that repeat exactly
+            counts = {p: instructions(p, fixed) for p in (bare, installed)}
             print("python -c pass, instructions (valgrind --tool=callgrind)")
             print(f"  bare venv        {counts[bare]:>12,}")
             print(f"  with the package {counts[installed]:>12,}")

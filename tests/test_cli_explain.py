@@ -302,3 +302,24 @@ def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert paint("ok", "green", sys.stdout) == "ok" or sys.stdout.isatty()
     monkeypatch.setenv("NO_COLOR", "1")
     assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+
+
+def test_readme_shows_what_explain_prints(
+    cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The README's sample report is the command's output, up to the part that
+    describes the machine it ran on."""
+    command = (
+        "$ rocm-hwq-autoset explain --job.config_file examples/deepseek_v3_16b.toml"
+        " --parallelism.expert_parallel_degree 2\n"
+    )
+    text = (ROOT / "README.md").read_text()
+    start = text.index(command) + len(command)
+    shown = text[start : text.index("\nin this environment:", start)]
+    monkeypatch.chdir(ROOT)
+    code, out, _ = explain(capsys, "--job.config_file", "examples/deepseek_v3_16b.toml",
+                           "--parallelism.expert_parallel_degree", "2")  # fmt: skip
+    assert code == 0
+    assert out.startswith(shown + "\nin this environment:")

@@ -299,6 +299,21 @@ def test_single_process_launch(launch: Launch) -> None:
 
 
 @pytest.mark.e2e
+def test_without_a_launcher_each_rank_evaluates_its_own(launch: Launch) -> None:
+    """srun or mpirun starting every rank as ``python -m torchtitan.train``: the
+    ranks share no parent, so each evaluates (one per rank), and only
+    ``LOCAL_RANK`` 0 says so."""
+    errs = []
+    for rank in ("0", "1"):
+        env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2"}
+        seen, err, _ = launch.run(["-m", "torchtitan.train", *EP2], env=env)
+        assert seen["queues"] == "8" and seen["origin"] == "8 --module"
+        errs.append(err)
+    assert len(launch.evaluations()) == 2
+    assert errs == [LINE, ""]
+
+
+@pytest.mark.e2e
 def test_recipe_outside_torchtitan_from_the_working_directory(launch: Launch) -> None:
     seen, _, _ = launch.run(["-m", "torchtitan.train", "--module", "my_recipes",
                              "--config", "dense_tp2"])  # fmt: skip
