@@ -36,6 +36,13 @@ def doctor(
     return proc.returncode, proc.stdout
 
 
+def fits_80_columns(out: str) -> bool:
+    """Every line fits 80 columns, or holds one word too long to break (a path)
+    in its detail column."""
+    return all(len(line) <= 80 or " " not in line[29:].strip()
+               for line in out.splitlines())  # fmt: skip
+
+
 def test_healthy(venv: Venv) -> None:
     code, out = doctor(venv.python)
     assert code == 0, out
@@ -43,6 +50,7 @@ def test_healthy(venv: Venv) -> None:
     assert f"ok    rocm_hwq_autoset.pth   {pth}\n" in out
     assert "rocm_hwq_autoset.start" in out
     assert out.endswith("\nhealthy\n")
+    assert fits_80_columns(out)
 
 
 def test_console_script(venv: Venv) -> None:
@@ -161,3 +169,4 @@ def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
     assert f"FAIL rocm_hwq_autoset.pth {pth} is in the user site, which is" in said
     assert "user site, which is disabled (-s, -I or PYTHONNOUSERSITE)" in said
     assert "ok    rocm_hwq_autoset.start" not in out
+    assert fits_80_columns(out) and pth in out  # the path whole, on one line
