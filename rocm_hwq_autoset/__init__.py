@@ -2,11 +2,11 @@
 
 This module is the start-up edge: the gate every process passes and the hook that
 applies the decision (environment variables, one line on stderr). Everything else
-is in the modules it calls. ``rocm_hwq_autoset.pth`` checks the arguments itself
-and imports this package only for a possible training launch; on Python 3.15+,
-``rocm_hwq_autoset.start`` names :func:`start`, and this module is imported at
-every interpreter start. So it imports only ``os`` and ``sys`` until the gate
-opens. Nothing here raises, hangs, writes a file or imports torch.
+is in the modules it calls. ``rocm_hwq_autoset.pth`` checks the arguments and the
+switch itself and imports this package only for a possible training launch; on
+Python 3.15+, ``rocm_hwq_autoset.start`` names :func:`start`, and this module is
+imported at every interpreter start. So it imports only ``os`` and ``sys`` until
+the gate opens. Nothing here raises, hangs, writes a file or imports torch.
 
 The public API, loaded on first use: :func:`recommend`, :class:`Recommendation`
 and :class:`ConfigError`.
@@ -43,7 +43,7 @@ def __getattr__(name: str) -> object:
 
 # The gate.
 
-#: The switch. The ``.pth`` line leaves it to :func:`wanted`.
+#: The switch. The ``.pth`` line reads it too, before importing the package.
 SWITCH = "ROCM_HWQ_AUTOSET"
 #: Values of the switch that keep the hook out of the process.
 OFF_VALUES = ("0", "false", "off", "no")
