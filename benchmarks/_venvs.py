@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -47,6 +48,28 @@ def build_wheel(out: Path, source: Path = ROOT) -> Path:
             "the benchmarks need the test extras: pip install -e '.[test]'"
         )
     return next(out.glob("rocm_hwq_autoset-*.whl"))
+
+
+def wheel_at(rev: str, tmp: Path) -> Path:
+    """This package's wheel as it was at git revision ``rev``."""
+    source = tmp / f"src-{rev}"
+    source.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    return build_wheel(tmp / f"dist-{rev}", source)
+
+
+def instructions(python: str, args: list[str], env: dict[str, str]) -> int:
+    """Instructions one run of ``python ARGS`` executes (valgrind's callgrind)."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         python, *args],
+        capture_output=True, text=True, env=env, check=True,
+    ).stderr  # fmt: skip
+    match = re.search(r"Collected : (\d+)", out)
+    assert match, out
+    return int(match.group(1))
 
 
 def make_venv(where: Path, *packages: str) -> str:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
 
-from _venvs import build_wheel, machine, make_venv, summary, wall, workdir
+from _venvs import build_wheel, instructions, machine, make_venv, summary, wall, workdir
 
 
 def main() -> None:
@@ -45,7 +44,9 @@ def main() -> None:
         if shutil.which("valgrind"):
             # Instructions are repeatable where wall time is noisy.
             fixed = {**env, "PYTHONHASHSEED": "0"}  # counts that repeat exactly
-            counts = {p: instructions(p, fixed) for p in (bare, installed)}
+            counts = {
+                p: instructions(p, ["-c", "pass"], fixed) for p in (bare, installed)
+            }
             print("python -c pass, instructions (valgrind --tool=callgrind)")
             print(f"  bare venv        {counts[bare]:>12,}")
             print(f"  with the package {counts[installed]:>12,}")
@@ -59,17 +60,6 @@ def main() -> None:
         print(f"  -X importtime lines naming rocm_hwq_autoset: {len(ours)}")
         for line in ours:
             print("    " + line)
-
-
-def instructions(python: str, env: dict[str, str]) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         python, "-c", "pass"],
-        capture_output=True, text=True, env=env, check=True,
-    ).stderr  # fmt: skip
-    match = re.search(r"Collected : (\d+)", out)
-    assert match, out
-    return int(match.group(1))
 
 
 if __name__ == "__main__":

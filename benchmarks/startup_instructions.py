@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from _venvs import ROOT, build_wheel, machine, make_venv, workdir
+from _venvs import (
+    ROOT,
+    build_wheel,
+    instructions,
+    machine,
+    make_venv,
+    wheel_at,
+    workdir,
+)
 
 PARSER = "tomllib" if sys.version_info >= (3, 11) else "tomli"
 JOB = ROOT / "examples" / "deepseek_v3_16b.toml"
@@ -39,26 +46,6 @@ SHOW_MODULES = (
     " print(' '.join(sorted(m.__file__ for n, m in sys.modules.items()"
     " if n.split('.')[0] == 'rocm_hwq_autoset')))"
 )
-
-
-def instructions(python: str, args: list[str], env: dict[str, str]) -> int:
-    out = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         python, *args],
-        capture_output=True, text=True, env=env, check=True,
-    ).stderr  # fmt: skip
-    match = re.search(r"Collected : (\d+)", out)
-    assert match, out
-    return int(match.group(1))
-
-
-def old_wheel(rev: str, tmp: Path) -> Path:
-    source = tmp / "before-src"
-    source.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
-                             capture_output=True, check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
-    return build_wheel(tmp / "before-dist", source)
 
 
 def modules(python: str, env: dict[str, str]) -> list[Path]:
@@ -79,7 +66,7 @@ def main() -> None:
         tomli = [] if PARSER == "tomllib" else ["tomli"]
         pythons = {
             "bare": make_venv(tmp / "bare", *tomli),
-            "before": make_venv(tmp / "before", str(old_wheel(args.before, tmp))),
+            "before": make_venv(tmp / "before", str(wheel_at(args.before, tmp))),
             "after": make_venv(tmp / "after", str(build_wheel(tmp / "dist"))),
         }
         torch = tmp / "fake" / "torch"

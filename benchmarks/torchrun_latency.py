@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _venvs import ROOT, build_wheel, machine, make_venv, workdir
+from _venvs import build_wheel, machine, make_venv, wheel_at, workdir
 
 REQUIREMENTS = ["torch==2.13.0", "torchtitan==0.3.0", "triton"]
 BEFORE = "f6a6d2b"  # the evaluation ran in sequence, in every process
@@ -129,15 +129,6 @@ def light_venv(where: Path, wheel: Path, site_packages: str) -> str:
     return python
 
 
-def old_wheel(rev: str, tmp: Path) -> Path:
-    source = tmp / f"src-{rev}"
-    source.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
-                             capture_output=True, check=True).stdout  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
-    return build_wheel(tmp / f"dist-{rev}", source)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--torchtitan", default=os.environ.get("ROCM_HWQ_TORCHTITAN"))
@@ -158,7 +149,7 @@ def main() -> None:
              " print(os.path.dirname(torchtitan.__file__))"],
             capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
-        new, old = build_wheel(tmp / "dist"), old_wheel(args.before, tmp)
+        new, old = build_wheel(tmp / "dist"), wheel_at(args.before, tmp)
         pythons = {
             "after": light_venv(tmp / "after", new, site_packages),
             "before": light_venv(tmp / "before", old, site_packages),
