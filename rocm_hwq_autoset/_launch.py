@@ -144,7 +144,7 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
         if key is None:
             continue
         if FIELDS[key][0] == "bool":
-            if has_inline or (i < len(args) and not _is_option(args[i])):
+            if has_inline or (i < len(args) and not is_option(args[i])):
                 value = inline if has_inline else args[i]
                 raise ConfigError(
                     f"--{name} is a flag and takes no value (got {value!r});"
@@ -154,7 +154,7 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
             continue
         if has_inline:
             raw = inline
-        elif i < len(args) and not _is_option(args[i]):
+        elif i < len(args) and not is_option(args[i]):
             raw = args[i]
             i += 1
         else:
@@ -179,7 +179,7 @@ def _negation(key: str) -> str:
     return f"{section}.no-{name}"
 
 
-def _is_option(token: str) -> bool:
+def is_option(token: str) -> bool:
     """argparse's rule: a token starting with ``-`` is an option, unless it is a
     negative number."""
     return token.startswith("-") and not token[1:].replace(".", "", 1).isdigit()

@@ -114,6 +114,21 @@ def test_explain_sources_and_model(
     assert doc["inputs"]["moe"] is True
 
 
+def test_verify_evaluates_a_module_launch_as_explain_does(
+    standin: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.json"
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": stream,
+               "ts": 0, "dur": 1, "args": {"device": 0, "stream": stream}}
+              for stream in range(5)]  # fmt: skip
+    trace.write_text(json.dumps({"traceEvents": events}))
+    args = [*DS, "--parallelism.expert_parallel_degree", "2"]
+    assert main(["verify", "--json", str(trace), *args]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["queues"] == 8  # the config's 5 lanes, not torchtitan's defaults
+    assert doc["queues"] == explain_json(capsys, *args)["queues"]
+
+
 def test_explain_world_size(standin: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = explain_json(capsys, "--world-size", "2", "--module", "my_recipes",
                        "--config", "dense_tp2")  # fmt: skip

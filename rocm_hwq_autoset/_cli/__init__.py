@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from .. import __version__
 from .. import _decision as env
 from .._decision import PENDING, SET, SKIP, WARNING, Outcome, conclude, decide
-from .._launch import ConfigError, is_training_arg
+from .._launch import ConfigError, find_launch, flag_value, is_option, is_training_arg
+from .._model import Recommendation, recommend
 
 PROG = "rocm-hwq-autoset"
 
@@ -144,7 +145,7 @@ def split_args(command: str, args: Sequence[str]) -> tuple[list[str], list[str]]
         elif is_training_arg(arg):
             training.append(arg)
             in_training = True
-        elif arg.startswith("-") and not _is_number(arg):
+        elif is_option(arg):
             raise ConfigError(_unknown(command, name))
         elif in_training:
             training.append(arg)
@@ -156,10 +157,6 @@ def split_args(command: str, args: Sequence[str]) -> tuple[list[str], list[str]]
             )
         i += 1
     return own, training
-
-
-def _is_number(arg: str) -> bool:
-    return arg[1:].replace(".", "", 1).isdigit()
 
 
 def _unknown(command: str, name: str) -> str:
@@ -201,6 +198,35 @@ def fail(message: str) -> int:
     """A usage or input error: one line on stderr, exit status 2."""
     sys.stderr.write(f"{PROG}: error: {message}\n")
     return 2
+
+
+def recommendation(
+    training: Sequence[str], world_size: int | None = None
+) -> tuple[Recommendation, str]:
+    """The recommendation for these training arguments, and the config it read
+    (a TOML file, or ``--module M --config FN`` evaluated here, importing
+    torchtitan). ``ConfigError`` names the input that is wrong."""
+    launch = find_launch(training, ["-m", "torchtitan.train"])
+    if launch is not None and launch.config_file is None:
+        from .._registry_child import evaluate  # imports torchtitan, here only
+
+        source = (
+            f"--module {flag_value(training, ('--module',))}"
+            f" --config {flag_value(training, ('--config',))}"
+            " (torchtitan's config registry)"
+        )
+        return evaluate(launch.args, world_size), source
+    config_file = launch.config_file if launch else None
+    if config_file is None:
+        rec = recommend(None, argv=training, world_size=world_size)
+        return rec, "none: torchtitan's defaults"
+    from .._launch import load_toml
+
+    try:
+        rec = recommend(load_toml(config_file), argv=training, world_size=world_size)
+    except ConfigError as exc:
+        raise ConfigError(f"{config_file}: {exc}") from None
+    return rec, config_file
 
 
 def hook_outcome(

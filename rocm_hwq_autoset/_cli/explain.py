@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TextIO
 
 from .. import _decision as env
-from .._launch import ConfigError, find_launch, flag_value
-from .._model import ALL_LANES, recommend
+from .._launch import ConfigError, config_file_arg
+from .._model import ALL_LANES
 from .._rocm import detect
-from . import describe, fail, hook_outcome
+from . import describe, fail, hook_outcome, recommendation
 from .term import row
 
 if TYPE_CHECKING:
@@ -29,29 +29,10 @@ def run_explain(opts: argparse.Namespace, out: TextIO) -> int:
     world_size = opts.world_size
     if world_size is not None and world_size < 1:
         return fail(f"--world-size {world_size}: must be >= 1")
-    launch = find_launch(training, ["-m", "torchtitan.train"])
     try:
-        if launch is not None and launch.config_file is None:
-            from .._registry_child import evaluate  # imports torchtitan, here only
-
-            rec = evaluate(launch.args, world_size)
-            source = (
-                f"--module {flag_value(training, ('--module',))}"
-                f" --config {flag_value(training, ('--config',))}"
-                " (torchtitan's config registry)"
-            )
-        else:
-            config_file = launch.config_file if launch else None
-            config = None
-            if config_file is not None:
-                from .._launch import load_toml
-
-                config = load_toml(config_file)
-            rec = recommend(config, argv=training, world_size=world_size)
-            source = config_file or "none: torchtitan's defaults"
+        rec, source = recommendation(training, world_size)
     except ConfigError as exc:
-        where = f"{launch.config_file}: " if launch and launch.config_file else ""
-        return fail(f"{where}{exc}")
+        return fail(str(exc))
     # For a --module launch the hook would evaluate this very config: reuse it.
     outcome = hook_outcome(training, lambda *_: (rec.queues, rec.lanes))
     verdict = detect(sys.path, os.environ)
@@ -59,7 +40,7 @@ def run_explain(opts: argparse.Namespace, out: TextIO) -> int:
     explicit = env.explicit_queues(os.environ)
     if opts.json:
         doc = as_json(rec, source=source, world_size=world_size)
-        doc["config_file"] = launch.config_file if launch else None
+        doc["config_file"] = config_file_arg(training)
         doc["environment"] = {
             "rocm": verdict.rocm,
             "rocm_evidence": verdict.evidence,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import _decision as env
 from .._launch import ConfigError
 from .._model import queues_for
-from . import fail
+from . import fail, recommendation
 from .term import paint
 from .traces import TraceError, count_streams
 
@@ -30,12 +30,7 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
     if opts.queues is not None:
         return opts.queues, "--queues"
     if opts.training:
-        from .._launch import config_file_arg, load_toml
-        from .._model import recommend
-
-        path = config_file_arg(opts.training)
-        config = load_toml(path) if path is not None else None
-        rec = recommend(config, argv=opts.training)
+        rec, _ = recommendation(opts.training)
         return rec.queues, "the training arguments (as explain computes it)"
     value = env.positive_int(os.environ.get(env.QUEUES, ""))
     if value is not None:
