@@ -199,7 +199,7 @@ def as_text(
     out += [
         "",
         textwrap.fill(
-            f"GPU_MAX_HW_QUEUES={rec.queues}  ({len(rec.lanes)} streams, rounded up to"
+            f"{env.QUEUES}={rec.queues}  ({len(rec.lanes)} streams, rounded up to"
             f" a power of two as PR #4032 does; HIP's default:"
             f" {env.HIP_DEFAULT_QUEUES})",
             79, subsequent_indent="  ", break_long_words=False,

@@ -85,7 +85,7 @@ def run_verify(opts: argparse.Namespace, out: TextIO) -> int:
     if not all_ok:
         out.write(
             "short: a device ran more streams than Q, so some shared a hardware"
-            " queue; raise GPU_MAX_HW_QUEUES or check the config\n"
+            f" queue; raise {env.QUEUES} or check the config\n"
         )
     return 0 if all_ok else 1
 
