@@ -6,25 +6,39 @@ nothing is done, and how loudly to say so. It changes nothing. The start-up hook
 applies the outcome; ``explain`` and ``doctor`` show the same outcome.
 
 A ``--module``/``--config`` launch cannot be decided in the training process (its
-config is Python that imports torch): :func:`decide` returns a *pending* outcome
+config is Python that imports torch): :func:`decide` returns a :class:`Pending`
 naming the arguments to evaluate, and :func:`conclude` turns the evaluation's
-result into the final outcome.
+result into the final outcome. Both forms reach Q through :func:`recommend_launch`.
 """
 
 from __future__ import annotations
 
-from . import OFF_VALUES as OFF_VALUES
-from . import SWITCH as SWITCH
-from ._launch import ConfigError, find_launch
-from ._model import recommend
+from ._argv import (
+    MODULE_FORM,
+    TOML_FORM,
+    cli_overrides,
+    config_file_arg,
+    find_launch,
+    has_config_file,
+    is_own_command,
+    module_args,
+    program,
+)
+from ._config import ConfigError, merge
+from ._model import Inputs, Recommendation, read_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
-    from ._launch import Launch
+    from ._argv import Launch
+    from ._config import Setting
     from ._rocm import Verdict
+
+    #: What evaluating a ``--module`` launch gives: the model's inputs and every
+    #: field with its source.
+    Evaluated = tuple[Inputs, dict[str, Setting]]
 
 # The environment variables: names, and what each value means.
 
@@ -33,9 +47,13 @@ QUEUES = "GPU_MAX_HW_QUEUES"
 #: CLR's default when the flag is unset (``release(uint, GPU_MAX_HW_QUEUES, 4, ...)``).
 HIP_DEFAULT_QUEUES = 4
 
-#: The values of ``ROCM_HWQ_AUTOSET`` (any case, spaces ignored); anything else is
-#: refused with a warning, and the hook does nothing: a value it cannot read never
-#: turns it on.
+#: The switch. The ``.pth`` line and the gate (``rocm_hwq_autoset.start``) read
+#: it too, before importing anything, with these same off values.
+SWITCH = "ROCM_HWQ_AUTOSET"
+#: The values of the switch (any case, spaces ignored); anything else is refused
+#: with a warning, and the hook does nothing: a value it cannot read never turns
+#: it on.
+OFF_VALUES = ("0", "false", "off", "no")
 ON_VALUES = ("", "1", "on", "true", "yes", "auto")
 FORCE_VALUE = "force"  # skip ROCm detection
 SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
@@ -45,13 +63,17 @@ SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
 LOG = "ROCM_HWQ_AUTOSET_LOG"
 LOG_LEVELS = ("quiet", "verbose")
 
-#: Set beside ``GPU_MAX_HW_QUEUES`` as ``"<Q> <how>"``: a value this package set
+#: Set beside ``GPU_MAX_HW_QUEUES`` as ``"<Q> <form>"``: a value this package set
 #: (here or in a parent such as the torchrun launcher) is not explicit. A launcher
 #: whose ``--module`` evaluation failed sets ``"unset --module"``, so that its
 #: workers neither evaluate again nor warn again.
 ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
-FROM_TOML = "job.config_file"
-FROM_MODULE = "--module"
+#: Set beside it by a ``--module`` launcher: the model's inputs
+#: (:meth:`Inputs.encode`), from which a worker that knows ``WORLD_SIZE``
+#: recomputes Q as a TOML launch's worker does, without evaluating again.
+INPUTS = "ROCM_HWQ_AUTOSET_INPUTS"
+#: How each form is named in the marker.
+MARKED = {TOML_FORM: "job.config_file", MODULE_FORM: "--module"}
 UNSET = "unset"
 
 #: Seconds the ``--module``/``--config`` evaluation may take: importing torch and
@@ -71,6 +93,13 @@ def switch(environ: Mapping[str, str]) -> str:
     return "force" if value == FORCE_VALUE else "invalid"
 
 
+def switch_problem(environ: Mapping[str, str]) -> str | None:
+    """The warning for a switch value it cannot read, else None."""
+    if switch(environ) != "invalid":
+        return None
+    return f"{SWITCH}={environ[SWITCH]!r} is not {SWITCH_VALUES}"
+
+
 def log_level(environ: Mapping[str, str]) -> tuple[str, str | None]:
     """``quiet``, ``verbose`` or ``default``, and a warning for a value that is
     none of them (the default is used then)."""
@@ -85,6 +114,12 @@ def log_level(environ: Mapping[str, str]) -> tuple[str, str | None]:
     )
 
 
+def prints_for_node(environ: Mapping[str, str]) -> bool:
+    """Whether this process prints by default: once per node (the launcher,
+    which has no ``LOCAL_RANK``, or local rank 0)."""
+    return environ.get("LOCAL_RANK", "0").strip() == "0"
+
+
 def positive_int(text: str) -> int | None:
     """``text`` as a positive decimal integer, else None."""
     text = text.strip()
@@ -95,14 +130,15 @@ def positive_int(text: str) -> int | None:
 
 
 def marker(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """``(value, how)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
+    """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
     current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
-    value, _, how = environ.get(ORIGIN, "").partition(" ")
-    if how not in (FROM_TOML, FROM_MODULE):
+    value, _, marked = environ.get(ORIGIN, "").partition(" ")
+    form = next((f for f, text in MARKED.items() if text == marked), None)
+    if form is None:
         return None
     current = environ.get(QUEUES, "")
     if value == current or (value == UNSET and not current):
-        return value, how
+        return value, form
     return None
 
 
@@ -117,6 +153,15 @@ def explicit_queues(environ: Mapping[str, str]) -> str | None:
     return value
 
 
+def explicit_problem(value: str) -> str | None:
+    """Why HIP cannot use an explicit value, or None when it can."""
+    if positive_int(value) is not None:
+        return None
+    return (
+        f"{QUEUES}={value!r} is set but is not a positive integer, which HIP cannot use"
+    )
+
+
 def world_size(environ: Mapping[str, str]) -> int | None:
     """torchrun's ``WORLD_SIZE``, set in workers and absent in the launcher."""
     raw = environ.get("WORLD_SIZE")
@@ -124,7 +169,7 @@ def world_size(environ: Mapping[str, str]) -> int | None:
         return None
     size = positive_int(raw)
     if size is None:
-        raise ConfigError(f"WORLD_SIZE={raw!r} is not a positive integer")
+        raise ConfigError(f"{raw!r} is not a positive integer", "WORLD_SIZE")
     return size
 
 
@@ -138,13 +183,8 @@ def timeout(environ: Mapping[str, str]) -> float:
     except ValueError:
         value = 0.0
     if not 0 < value < float("inf"):
-        raise ConfigError(f"{TIMEOUT}={raw!r} is not a positive number of seconds")
+        raise ConfigError(f"{raw!r} is not a positive number of seconds", TIMEOUT)
     return value
-
-
-def speaks(environ: Mapping[str, str]) -> bool:
-    """Whether this process prints by default: once per node."""
-    return environ.get("LOCAL_RANK", "0").strip() == "0"
 
 
 # The decision.
@@ -152,44 +192,63 @@ def speaks(environ: Mapping[str, str]) -> bool:
 #: Outcome levels. ``set``: a value to set, one line per node. ``skip``: nothing
 #: to do, said only in verbose mode. ``warning``: nothing set (or an explicit
 #: value kept) because of an input that is wrong; one line per node.
-#: ``pending``: a ``--module`` launch waiting for its evaluation.
-SET, SKIP, WARNING, PENDING = "set", "skip", "warning", "pending"
+SET, SKIP, WARNING = "set", "skip", "warning"
 
 
 class Outcome:
-    """What the hook does for one process, and the line that says so."""
+    """What the hook does for one process, and the line that says so: ``text``
+    (the cause; the part a long line loses from its middle), then ``tail`` (what
+    was done about it, never cut)."""
 
-    __slots__ = ("how", "lanes", "launch", "level", "marker", "message", "queues",
-                 "world_size")  # fmt: skip
+    __slots__ = ("cached", "form", "inputs", "level", "marker", "queues", "tail",
+                 "text")  # fmt: skip
 
     def __init__(
         self,
         level: str,
-        message: str,
+        text: str,
+        tail: str = "",
         *,
         queues: int | None = None,
-        lanes: tuple[str, ...] = (),
-        how: str = "",
+        form: str = "",
         marker: str | None = None,
-        launch: Launch | None = None,
-        world_size: int | None = None,
+        inputs: Inputs | None = None,
+        cached: bool = False,
     ) -> None:
         self.level = level
-        self.message = message
-        """One line, without the ``rocm-hwq-autoset:`` prefix."""
+        self.text = text
+        self.tail = tail
         self.queues = queues
         """The value to set, or None to set nothing."""
-        self.lanes = lanes
-        self.how = how
-        """``job.config_file`` or ``--module``: where the value came from."""
+        self.form = form
+        """``toml`` or ``module``: where the value came from."""
         self.marker = marker
         """The ``ROCM_HWQ_AUTOSET_ORIGIN`` to set beside it, or None."""
-        self.launch = launch
-        """For a pending outcome: the ``--module`` launch to evaluate."""
-        self.world_size = world_size
+        self.inputs = inputs
+        """For a ``--module`` launch, the model's inputs its workers get."""
+        self.cached = cached
+        """Whether the ``--module`` evaluation came from the cache."""
+
+    @property
+    def message(self) -> str:
+        """The whole line, without the ``rocm-hwq-autoset:`` prefix."""
+        return f"{self.text}; {self.tail}" if self.tail else self.text
 
     def __repr__(self) -> str:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
+
+
+class Pending:
+    """A ``--module`` launch waiting for its evaluation in a child interpreter."""
+
+    __slots__ = ("launch", "world_size")
+
+    def __init__(self, launch: Launch, world_size: int | None) -> None:
+        self.launch = launch
+        self.world_size = world_size
+
+    def __repr__(self) -> str:
+        return f"Pending({self.launch!r}, world_size={self.world_size!r})"
 
 
 def decide(
@@ -198,103 +257,148 @@ def decide(
     orig_argv: Sequence[str],
     *,
     rocm: Callable[[], Verdict],
-    read_config: Callable[[str], Mapping[str, Any]],
-) -> Outcome:
-    """The hook's outcome for a process with these environment and arguments.
+    read_toml: Callable[[str], Mapping[str, Any]],
+) -> Outcome | Pending:
+    """The hook's outcome for a process with this environment and command line.
 
-    ``argv`` is ``sys.argv[1:]``; ``rocm`` and ``read_config`` are asked only
-    when the decision gets that far (detection, the bounded TOML reader).
+    ``argv`` is the whole ``sys.argv`` as it is at interpreter start; ``rocm``
+    and ``read_toml`` are asked only when the decision gets that far
+    (detection, the bounded TOML reader).
     """
+    if is_own_command(*program(argv, orig_argv)):
+        return _skip("rocm-hwq-autoset's own command")
     mode = switch(environ)
     if mode == "off":
         return _skip(f"{SWITCH}={environ[SWITCH]} (opted out)")
-    if mode == "invalid":
-        return _warn(
-            f"{SWITCH}={environ[SWITCH]!r} is not {SWITCH_VALUES};"
-            " the hook does nothing"
-        )
+    problem = switch_problem(environ)
+    if problem is not None:
+        return Outcome(WARNING, problem, "the hook does nothing")
     explicit = explicit_queues(environ)
     if explicit is not None:
-        if positive_int(explicit) is None:
-            return _warn(
-                f"{QUEUES}={explicit!r} is set but is not a positive integer,"
-                " which HIP cannot use; left as is (an explicit value always wins)"
+        problem = explicit_problem(explicit)
+        if problem is not None:
+            return Outcome(
+                WARNING, problem, "left as is (an explicit value always wins)"
             )
         return _skip(f"{QUEUES}={explicit} was set explicitly; left as is")
     inherited = marker(environ)
     if inherited is not None and inherited[0] == UNSET:
-        return _skip(f"the launcher's {inherited[1]} evaluation failed and said so")
-    if inherited is not None and inherited[1] == FROM_MODULE:
-        return _skip(f"{QUEUES}={inherited[0]} from the launcher's --module")
+        return _skip(
+            f"the launcher's {MARKED[inherited[1]]} evaluation failed and said so"
+        )
+    if inherited is not None and inherited[1] == MODULE_FORM:
+        return _inherit(environ, inherited[0])
     launch = find_launch(argv, orig_argv)
     if launch is None:
         return _skip("no --job.config_file and no torchtitan --module/--config")
-    if mode != "force":
+    if mode != FORCE_VALUE:
         verdict = rocm()
         if not verdict.rocm:
             return _skip(f"not ROCm: {verdict.evidence}")
-    how = FROM_MODULE if launch.config_file is None else FROM_TOML
     try:
         size = world_size(environ)
-        if launch.config_file is None:
+        if launch.form == MODULE_FORM:
+            module_args(launch.args)  # both flags, with values, as torchtitan needs
             timeout(environ)  # a bad timeout is said here, before any child
-            return Outcome(
-                PENDING,
-                "evaluating --module/--config in a child interpreter",
-                how=how,
-                launch=launch,
-                world_size=size,
-            )
-        config = read_config(launch.config_file)
-        rec = recommend(config, argv=argv, world_size=size)
+            return Pending(launch, size)
+        rec = recommend_launch(launch, size, read_toml=read_toml)
     except ConfigError as exc:
-        where = _shorten(launch.config_file or "--module/--config")
-        return failed(how, f"{where}: {exc}")
-    return _set(environ, rec.queues, rec.lanes, how)
+        return failed(launch.form, exc)
+    return _set(environ, rec, TOML_FORM)
+
+
+def recommend_launch(
+    launch: Launch,
+    world_size: int | None,
+    *,
+    read_toml: Callable[[str], Mapping[str, Any]] | None = None,
+    evaluated: Evaluated | None = None,
+) -> Recommendation:
+    """The one way from a launch to its recommendation, for the hook, ``explain``,
+    ``doctor`` and ``verify``: a TOML launch's config and overrides are read here;
+    a ``--module`` launch brings its evaluation (the model's inputs, from the
+    child or the cache). The world size resolves ``data_parallel_shard_degree =
+    -1`` in both forms alike."""
+    if launch.form == MODULE_FORM:
+        if evaluated is None:
+            raise ConfigError("a --module/--config launch needs its evaluation")
+        return Recommendation(evaluated[0], world_size, evaluated[1])
+    config, path = None, ""  # no job config: torchtitan's defaults
+    if has_config_file(launch.args):
+        if read_toml is None:
+            raise ConfigError("a TOML launch needs its reader")
+        path = config_file_arg(launch.args)
+        config = read_toml(path)  # torchtitan reads the file before the flags
+    settings = merge(config, cli_overrides(launch.args), path)
+    return Recommendation(read_inputs(settings), world_size, settings)
 
 
 def conclude(
     environ: Mapping[str, str],
-    pending: Outcome,
-    result: tuple[int, tuple[str, ...]] | ConfigError,
+    pending: Pending,
+    result: Evaluated | ConfigError,
+    *,
+    cached: bool = False,
 ) -> Outcome:
     """The final outcome of a pending ``--module`` launch, from its evaluation."""
     if isinstance(result, ConfigError):
-        return failed(pending.how, f"--module/--config: {result}")
-    return _set(environ, result[0], result[1], pending.how)
+        return failed(MODULE_FORM, result)
+    rec = recommend_launch(pending.launch, pending.world_size, evaluated=result)
+    return _set(environ, rec, MODULE_FORM, cached=cached)
 
 
-def failed(how: str, reason: str) -> Outcome:
+def failed(form: str, error: ConfigError) -> Outcome:
     """Nothing set, one warning; the marker tells this process's children (a
     launcher's workers) that it failed, so they neither retry nor warn again."""
-    return Outcome(WARNING, f"{reason}; {QUEUES} left unset", marker=f"{UNSET} {how}")
-
-
-def _set(
-    environ: Mapping[str, str], queues: int, lanes: tuple[str, ...], how: str
-) -> Outcome:
-    text = str(queues)
-    if environ.get(QUEUES) == text:  # a parent of ours set it: said there
-        level, message = SKIP, f"{QUEUES}={text} as set by the parent process"
-    else:
-        level = SET
-        message = f"{QUEUES}={text} ({len(lanes)} GPU streams: {', '.join(lanes)})"
+    where = "" if error.source or form == TOML_FORM else "--module/--config: "
     return Outcome(
-        level, message, queues=queues, lanes=lanes, how=how, marker=f"{text} {how}"
+        WARNING,
+        where + str(error),
+        f"{QUEUES} left unset",
+        form=form,
+        marker=f"{UNSET} {MARKED[form]}",
     )
 
 
-def _skip(message: str) -> Outcome:
-    return Outcome(SKIP, message)
+def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
+    """A worker of a ``--module`` launcher: the launcher's value, or, with
+    ``WORLD_SIZE`` and the launcher's inputs, the same model applied here."""
+    try:
+        size = world_size(environ)
+        inputs = Inputs.decode(environ[INPUTS]) if INPUTS in environ else None
+    except ConfigError as exc:
+        return Outcome(
+            WARNING, str(exc.within(INPUTS)), f"{QUEUES}={value} kept from the launcher"
+        )
+    if size is None or inputs is None:
+        return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
+    return _set(environ, Recommendation(inputs, size), MODULE_FORM)
 
 
-def _warn(message: str) -> Outcome:
-    return Outcome(WARNING, message)
+def _set(
+    environ: Mapping[str, str],
+    rec: Recommendation,
+    form: str,
+    *,
+    cached: bool = False,
+) -> Outcome:
+    text = str(rec.queues)
+    inputs = rec.inputs if form == MODULE_FORM else None
+    marked = f"{text} {MARKED[form]}"
+    if environ.get(QUEUES) == text:  # a parent of ours set it: said there
+        return Outcome(
+            SKIP,
+            f"{QUEUES}={text} as set by the parent process",
+            queues=rec.queues, form=form, marker=marked, inputs=inputs,
+        )  # fmt: skip
+    streams = f"{len(rec.lanes)} GPU streams: {', '.join(rec.lanes)}"
+    where = ", from the cached --module/--config evaluation" if cached else ""
+    return Outcome(
+        SET,
+        f"{QUEUES}={text} ({streams}){where}",
+        queues=rec.queues, form=form, marker=marked, inputs=inputs, cached=cached,
+    )  # fmt: skip
 
 
-def _shorten(path: str, limit: int = 160) -> str:
-    """A path cut in the middle, so the reason after it stays on the line."""
-    if len(path) <= limit:
-        return path
-    half = (limit - 3) // 2
-    return path[:half] + "..." + path[-half:]
+def _skip(text: str) -> Outcome:
+    return Outcome(SKIP, text)

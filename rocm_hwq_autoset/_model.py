@@ -1,25 +1,29 @@
-"""The stream model of pytorch/torchtitan PR #4032, whole: config in, Q out.
-
-Every input the model derives from a config lives here (FSDP active, the ``-1``
-shard degree resolved, cudagraph on, MoE), beside the lanes and Q. Pure
-functions, no I/O; ``explain`` shows what they derived instead of re-deriving it.
+"""The stream model of pytorch/torchtitan PR #4032, whole: inputs in, a lane
+table and Q out. Pure functions, no I/O.
 
 HIP gives each new stream of a priority its own hardware queue until
 ``GPU_MAX_HW_QUEUES`` exist, then shares the least-used one (ROCm's clr,
 ``rocdevice.cpp``). Each *lane* below is a stream that must not share a queue
 with another for its work to overlap.
+
+Two steps. :func:`read_inputs` reads a config's fields as the PR reads them
+(cudagraph on, MoE by the model table) into :class:`Inputs`, which a launcher
+hands to its workers. :class:`Recommendation` applies the model to the inputs
+and the world size (``data_parallel_shard_degree = -1`` resolved as torchtitan's
+``ParallelDims`` does): every lane, counted or not, with the facts that decided
+it, and Q. Every way to a value goes through it; ``explain`` only formats it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping  # loaded by the TOML parser anyway
-
-from ._launch import Setting, cli_overrides, from_object, merge
+from ._config import ConfigError
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping
     from typing import Any
+
+    from ._config import Setting
 
 #: Models whose every flavor is a mixture of experts (TOML era, by ``model.name``).
 MOE_MODELS = frozenset({"deepseek_v3", "llama4", "gpt_oss"})
@@ -28,86 +32,115 @@ MOE_FLAVORS = {"qwen3": frozenset({"debugmodel_moe", "30B-A3B", "235B-A22B"})}
 #: Models known to be dense (qwen3 is dense outside ``MOE_FLAVORS``).
 DENSE_MODELS = frozenset({"llama3", "llama3_ft", "flux", "vlm", "qwen3"})
 
-#: Every lane of the model, in the PR's order.
-ALL_LANES = (
-    "compute", "all_reduce", "dense_all_gather", "reduce_scatter", "fsdp_comm",
-    "expert_comm", "tp_all_gather", "cp_all_gather", "cudagraph_capture",
-)  # fmt: skip
 #: The PR's graph-trainer pass whose presence in ``disable_passes`` turns
 #: cudagraph off; ``"cudagraph"`` in ``compile.passes`` turned it on in the TOML
 #: era's ``compiler_toolkit``.
 CUDAGRAPH_PASS = "cudagraph_pass"
 CUDAGRAPH_TOOLKIT_PASS = "cudagraph"
 
+#: How MoE was decided: the model table, the expert degree (a model the table
+#: does not know), ``MoE.Config`` in the model spec, or given by the caller.
+MOE_FROM = ("table", "expert degree", "traverse", "given")
+
+SHARD = "parallelism.data_parallel_shard_degree"
+REPLICATE = "parallelism.data_parallel_replicate_degree"
+TENSOR = "parallelism.tensor_parallel_degree"
+CONTEXT = "parallelism.context_parallel_degree"
+PIPELINE = "parallelism.pipeline_parallel_degree"
+EXPERT = "parallelism.expert_parallel_degree"
+OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
+
 
 class Inputs:
-    """What the model knows about a training job: the PR's inputs, and how two
-    of them were derived."""
+    """What the model needs of a job: the parallel degrees as configured
+    (``dp_shard`` may be ``-1``), whether the model is MoE (and how that was
+    decided), whether cudagraph and the FSDP overlap are on."""
 
-    __slots__ = (
-        "context_parallel_degree", "cudagraph", "dp_shard_active", "dp_shard_degree",
-        "expert_parallel_degree", "fsdp_ag_rs_overlap", "moe", "moe_from",
-        "tensor_parallel_degree",
-    )  # fmt: skip
+    __slots__ = ("cp", "cudagraph", "dp_replicate", "dp_shard", "ep", "moe",
+                 "moe_from", "overlap", "pp", "tp")  # fmt: skip
 
     def __init__(
         self,
         *,
-        dp_shard_active: bool,
-        moe: bool,
-        expert_parallel_degree: int = 1,
-        tensor_parallel_degree: int = 1,
-        context_parallel_degree: int = 1,
-        cudagraph: bool = False,
-        fsdp_ag_rs_overlap: bool = False,
-        dp_shard_degree: int | None = None,
+        dp_shard: int = -1,
+        dp_replicate: int = 1,
+        tp: int = 1,
+        cp: int = 1,
+        pp: int = 1,
+        ep: int = 1,
+        moe: bool = False,
         moe_from: str = "given",
+        cudagraph: bool = False,
+        overlap: bool = False,
     ) -> None:
-        self.dp_shard_active = dp_shard_active
+        self.dp_shard = dp_shard
+        self.dp_replicate = dp_replicate
+        self.tp = tp
+        self.cp = cp
+        self.pp = pp
+        self.ep = ep
         self.moe = moe
-        self.expert_parallel_degree = expert_parallel_degree
-        self.tensor_parallel_degree = tensor_parallel_degree
-        self.context_parallel_degree = context_parallel_degree
-        self.cudagraph = cudagraph
-        self.fsdp_ag_rs_overlap = fsdp_ag_rs_overlap
-        self.dp_shard_degree = dp_shard_degree
-        """The shard degree, ``-1`` resolved; None where the world size is unknown."""
         self.moe_from = moe_from
-        """How MoE was decided: ``table``, ``expert degree`` (a model the table
-        does not know), ``traverse`` (``MoE.Config`` in the model spec), ``given``."""
+        self.cudagraph = cudagraph
+        self.overlap = overlap
 
     def as_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in sorted(self.__slots__)}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Inputs):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.encode())
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
         return f"Inputs({fields})"
 
+    def encode(self) -> str:
+        """One line of ``name=value`` pairs: what a launcher hands its workers in
+        ``ROCM_HWQ_AUTOSET_INPUTS`` and what the cache keeps."""
+        return ",".join(
+            f"{k}={int(v) if isinstance(v, bool) else v}"
+            for k, v in self.as_dict().items()
+        )
 
-def lanes(job: Inputs) -> tuple[str, ...]:
-    """The independent GPU streams of one training step, in the PR's order."""
-    out = ["compute", "all_reduce"]
-    if job.dp_shard_active:
-        if job.fsdp_ag_rs_overlap:
-            out += ["dense_all_gather", "reduce_scatter"]
-        else:
-            out.append("fsdp_comm")
-    if job.moe and job.expert_parallel_degree > 1:
-        # Expert all-gather and all-to-all never overlap: one lane.
-        out.append("expert_comm")
-    if job.tensor_parallel_degree > 1:
-        out.append("tp_all_gather")
-    if job.context_parallel_degree > 1:
-        out.append("cp_all_gather")
-    if job.cudagraph and not job.fsdp_ag_rs_overlap:
-        out.append("cudagraph_capture")
-    return tuple(out)
-
-
-def queues_for(n_lanes: int) -> int:
-    """The next power of two at or above ``n_lanes`` (the PR's rounding; HIP
-    itself needs only ``Q >= n_lanes``)."""
-    return 1 << (max(n_lanes, 1) - 1).bit_length()
+    @classmethod
+    def decode(cls, text: str) -> Inputs:
+        """The inputs :meth:`encode` wrote; ``ConfigError`` for anything else."""
+        fields: dict[str, str] = {}
+        for pair in text.split(","):
+            name, eq, value = pair.partition("=")
+            if not eq or name not in cls.__slots__ or name in fields:
+                raise ConfigError(f"{pair[:40]!r} is not one of the model's inputs")
+            fields[name] = value
+        if len(fields) != len(cls.__slots__):
+            raise ConfigError("some of the model's inputs are missing")
+        if fields["moe_from"] not in MOE_FROM:
+            raise ConfigError(f"moe_from={fields['moe_from'][:40]!r} is unknown")
+        flags: dict[str, bool] = {}
+        for name in ("moe", "cudagraph", "overlap"):
+            if fields[name] not in ("0", "1"):
+                raise ConfigError(f"{name}={fields[name][:40]!r} is not 0 or 1")
+            flags[name] = fields[name] == "1"
+        degrees: dict[str, int] = {}
+        for name in ("dp_shard", "dp_replicate", "tp", "cp", "pp", "ep"):
+            raw = fields[name]
+            digits = raw[1:] if name == "dp_shard" and raw == "-1" else raw
+            if not (digits.isdigit() and digits.isascii()):
+                raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
+            degrees[name] = int(raw)
+            if degrees[name] == 0 or (degrees[name] < 0 and raw != "-1"):
+                raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
+        return cls(
+            moe_from=fields["moe_from"],
+            moe=flags["moe"],
+            cudagraph=flags["cudagraph"],
+            overlap=flags["overlap"],
+            **degrees,
+        )
 
 
 def moe_by_table(
@@ -126,30 +159,17 @@ def moe_by_table(
     return expert_parallel_degree > 1, "expert degree"
 
 
-def inputs(
-    settings: Mapping[str, Setting],
-    world_size: int | None = None,
-    moe: tuple[bool, str] | None = None,
+def read_inputs(
+    settings: Mapping[str, Setting], moe: tuple[bool, str] | None = None
 ) -> Inputs:
-    """The model's inputs, read as PR #4032 reads a config.
-
-    ``data_parallel_shard_degree = -1`` resolves as torchtitan's ``ParallelDims``
-    does, ``WORLD_SIZE // (dp_replicate * cp * tp * pp)``, when the world size is
-    known; without it (the launcher) it counts as active, as in the PR. ``moe``
-    is ``(is_moe, how)`` when the caller knows; else the model table decides.
-    """
+    """The model's inputs from a config's fields, read as PR #4032 reads a
+    config. ``moe`` is ``(is_moe, how)`` where the caller knows (the registry
+    form looks into the model spec); else the model table decides."""
 
     def get(name: str) -> Any:
         return settings[name].value
 
-    ep = get("parallelism.expert_parallel_degree")
-    tp = get("parallelism.tensor_parallel_degree")
-    cp = get("parallelism.context_parallel_degree")
-    dp_shard = get("parallelism.data_parallel_shard_degree")
-    resolved = None if dp_shard == -1 else dp_shard
-    if dp_shard == -1 and world_size is not None:
-        others = get("parallelism.data_parallel_replicate_degree") * cp * tp
-        resolved = world_size // (others * get("parallelism.pipeline_parallel_degree"))
+    ep = get(EXPERT)
     if moe is None:
         moe = moe_by_table(get("model.name"), get("model.flavor"), ep)
     cudagraph = (
@@ -157,68 +177,118 @@ def inputs(
         and CUDAGRAPH_PASS not in get("compile.disable_passes")
     ) or CUDAGRAPH_TOOLKIT_PASS in get("compile.passes")
     return Inputs(
-        dp_shard_active=resolved is None or resolved > 1,
-        dp_shard_degree=resolved,
+        dp_shard=get(SHARD),
+        dp_replicate=get(REPLICATE),
+        tp=get(TENSOR),
+        cp=get(CONTEXT),
+        pp=get(PIPELINE),
+        ep=ep,
         moe=moe[0],
         moe_from=moe[1],
-        expert_parallel_degree=ep,
-        tensor_parallel_degree=tp,
-        context_parallel_degree=cp,
         cudagraph=bool(cudagraph),
-        fsdp_ag_rs_overlap=get("compile.enable_fsdp_ag_rs_overlap"),
+        overlap=get(OVERLAP),
     )
+
+
+# The lane table.
+
+#: The facts a lane depends on, and the settings each fact reads.
+FACT_KEYS = {
+    "fsdp": (SHARD,),
+    "overlap": (OVERLAP,),
+    "moe": ("model.name", "model.flavor"),
+    "expert": (EXPERT,),
+    "tensor": (TENSOR,),
+    "context": (CONTEXT,),
+    "cudagraph": ("compile.enable_passes", "compile.disable_passes", "compile.passes"),
+}
+
+
+class Lane:
+    """A lane of the model: whether it is counted, and the facts (names in
+    :data:`FACT_KEYS`) that decided it."""
+
+    __slots__ = ("counted", "facts", "name")
+
+    def __init__(self, name: str, counted: bool, facts: tuple[str, ...]) -> None:
+        self.name = name
+        self.counted = counted
+        self.facts = facts
+
+    def __repr__(self) -> str:
+        return f"Lane({self.name!r}, {self.counted}, {self.facts!r})"
+
+
+def queues_for(n_lanes: int) -> int:
+    """The next power of two at or above ``n_lanes`` (the PR's rounding; HIP
+    itself needs only ``Q >= n_lanes``)."""
+    return 1 << (max(n_lanes, 1) - 1).bit_length()
+
+
+def resolve_shard(inputs: Inputs, world_size: int | None) -> int | None:
+    """``data_parallel_shard_degree``, ``-1`` resolved as torchtitan's
+    ``ParallelDims`` does, ``WORLD_SIZE // (dp_replicate * cp * tp * pp)``;
+    None for ``-1`` where the world size is unknown (the launcher)."""
+    if inputs.dp_shard != -1:
+        return inputs.dp_shard
+    if world_size is None:
+        return None
+    return world_size // (inputs.dp_replicate * inputs.cp * inputs.tp * inputs.pp)
 
 
 class Recommendation:
     """Q for a job, with everything that led to it."""
 
-    __slots__ = ("inputs", "lanes", "queues", "settings")
+    __slots__ = ("dp_shard", "facts", "inputs", "lanes", "queues", "settings",
+                 "table", "world_size")  # fmt: skip
 
-    def __init__(self, settings: dict[str, Setting], job: Inputs) -> None:
-        self.settings = settings
-        """Every field read, with its value and where it came from."""
-        self.inputs = job
+    def __init__(
+        self,
+        inputs: Inputs,
+        world_size: int | None = None,
+        settings: Mapping[str, Setting] | None = None,
+    ) -> None:
+        self.inputs = inputs
         """What the stream model was given."""
-        self.lanes = lanes(job)
+        self.world_size = world_size
+        self.settings: dict[str, Setting] = dict(settings or {})
+        """Every field read, with its value and where it came from (empty where
+        only the inputs are known: a worker of a ``--module`` launch)."""
+        self.dp_shard = resolve_shard(inputs, world_size)
+        """The shard degree, ``-1`` resolved; None where it cannot be."""
+        # Without the world size a -1 counts as active, as in the PR.
+        self.facts = {
+            "fsdp": self.dp_shard is None or self.dp_shard > 1,
+            "overlap": inputs.overlap,
+            "moe": inputs.moe,
+            "expert": inputs.ep > 1,
+            "tensor": inputs.tp > 1,
+            "context": inputs.cp > 1,
+            "cudagraph": inputs.cudagraph,
+        }
+        """Each fact the lanes depend on, true or false."""
+        f = self.facts
+        self.table = (
+            Lane("compute", True, ()),
+            Lane("all_reduce", True, ()),
+            Lane("dense_all_gather", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
+            Lane("reduce_scatter", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
+            Lane("fsdp_comm", f["fsdp"] and not f["overlap"], ("fsdp", "overlap")),
+            # Expert all-gather and all-to-all never overlap: one lane.
+            Lane("expert_comm", f["moe"] and f["expert"], ("moe", "expert")),
+            Lane("tp_all_gather", f["tensor"], ("tensor",)),
+            Lane("cp_all_gather", f["context"], ("context",)),
+            Lane(
+                "cudagraph_capture",
+                f["cudagraph"] and not f["overlap"],
+                ("cudagraph", "overlap"),
+            ),
+        )
+        """Every lane of the model, in the PR's order, counted or not."""
+        self.lanes = tuple(lane.name for lane in self.table if lane.counted)
         """The GPU streams of a step that should each have a queue, in order."""
         self.queues = queues_for(len(self.lanes))
         """The value for ``GPU_MAX_HW_QUEUES``: a power of two."""
 
     def __repr__(self) -> str:
         return f"Recommendation(queues={self.queues}, lanes={self.lanes!r})"
-
-
-def recommend(
-    config: Mapping[str, Any] | object | None = None,
-    *,
-    argv: Sequence[str] = (),
-    world_size: int | None = None,
-    is_moe: bool | None = None,
-) -> Recommendation:
-    """``GPU_MAX_HW_QUEUES`` for a torchtitan job, by PR #4032's stream model.
-
-    ``config`` is a parsed TOML job config (a nested mapping), a torchtitan
-    config object read by attribute as the PR's ``recommend_gpu_max_hw_queues``
-    reads it (``config.parallelism.*``, ``config.compile.*``), or ``None`` for
-    torchtitan's defaults. ``argv`` holds training arguments whose overrides of
-    the fields the model reads apply as torchtitan applies them; the others are
-    ignored. ``world_size`` resolves ``data_parallel_shard_degree = -1``.
-    ``is_moe`` overrides the model table (needed for objects without
-    ``config.model.name``).
-
-    >>> rec = recommend({"model": {"name": "deepseek_v3"}},
-    ...                 argv=["--parallelism.expert_parallel_degree", "2"])
-    >>> rec.queues, rec.lanes
-    (4, ('compute', 'all_reduce', 'fsdp_comm', 'expert_comm'))
-
-    Raises ``ConfigError`` (a ``ValueError``) when torchtitan would reject the
-    input: a wrong type, a degree out of range, a malformed flag; or when
-    ``config`` is none of the three.
-    """
-    overrides = cli_overrides(argv)
-    if config is None or isinstance(config, Mapping):
-        settings = merge(config, overrides)
-    else:
-        settings = from_object(config, overrides)
-    moe = None if is_moe is None else (is_moe, "given")
-    return Recommendation(settings, inputs(settings, world_size, moe))

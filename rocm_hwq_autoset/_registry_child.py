@@ -1,13 +1,24 @@
-"""The ``--module`` child, child side: runs in a child interpreter (and in
-``explain``), never in a training process.
+"""The ``--module`` evaluation, child side: runs in a child interpreter started
+by ``_registry_parent``, never in a training process.
 
 torchtitan's current launch form, ``-m torchtitan.train --module M --config FN``
 (pytorch/torchtitan #2386), names a Python function that returns the config:
-reading it means importing torchtitan and torch, which starts HIP. So the
-start-up hook runs ``python -m rocm_hwq_autoset._registry_child -- ARGS`` and
-only that child imports torchtitan. Its protocol: exactly one JSON line on
-stdout, ``{"queues": Q, "lanes": [...]}`` or ``{"error": "one line"}``; nothing
-else reaches stdout or stderr, so a pipe the parent has not read yet never fills.
+reading it means importing torchtitan and torch, which starts HIP. So only this
+child imports torchtitan. It
+
+1. watches its parent: it ends, with everything it started, as soon as the
+   parent is gone, whatever ended it (:func:`watch`);
+2. with a cache, takes this node's lock for the launch: the first rank's child
+   evaluates, the others wait for its answer (``_cache``);
+3. evaluates: ``ConfigManager().parse_args(ARGS)``, read as PR #4032 reads the
+   config, recording what it read (``_deps``), and stores a successful result;
+4. prints exactly one JSON line on stdout: ``{"inputs": ..., "settings": ...}``
+   or ``{"error": ..., "source": ...}``, with ``"how"``: ``evaluated`` (here),
+   ``cache`` or ``peer`` (another rank's child evaluated it).
+   Nothing else reaches stdout or stderr.
+
+Usage: ``python -m rocm_hwq_autoset._registry_child [--parent PID] [--cache DIR
+--key KEY] -- ARGS``.
 """
 
 from __future__ import annotations
@@ -16,22 +27,36 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from . import _decision as env
-from ._launch import CLI, ConfigError, Setting, cli_overrides, from_object
-from ._model import Recommendation, inputs
+from ._argv import cli_overrides, module_args, suggest_flag
+from ._cache import Cache, encode_result
+from ._config import CLI, ConfigError, Setting, from_object
+from ._decision import DEFAULT_TIMEOUT, timeout
+from ._deps import Recorder
+from ._model import Inputs, read_inputs
 
 #: How MoE is known in this form: PR #4032's own test.
 MOE_TEST = "model_spec.model.traverse(MoE.Config)"
+#: A list torchtitan puts in a message (the available config functions, the
+#: supported modules) is shortened to its first few, with the count.
+LIST_SHOWN = 5
+PR_SET_PDEATHSIG = 1
+
+#: This node's lock for the launch, held until this process ends.
+_lock: int | None = None
 
 
-def evaluate(args: Sequence[str], world_size: int | None) -> Recommendation:
-    """The recommendation for ``--module M --config FN [overrides]``, with the
-    config built by torchtitan itself and read as PR #4032 reads it. Imports
-    torchtitan (and torch): never call this in a training process."""
+def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
+    """The model's inputs and every field for ``--module M --config FN
+    [overrides]``, with the config built by torchtitan itself and read as PR
+    #4032 reads it. Imports torchtitan (and torch): never call this in a
+    training process. ``ConfigError`` says why torchtitan refused."""
+    module_args(args)  # both flags, with values
     try:
         from torchtitan.config import (  # type: ignore[import-not-found,unused-ignore]
             ConfigManager,
@@ -45,24 +70,25 @@ def evaluate(args: Sequence[str], world_size: int | None) -> Recommendation:
         with contextlib.redirect_stderr(said):
             config = ConfigManager().parse_args(list(args))
     except SystemExit:  # tyro prints why in a box, then exits
-        raise ConfigError(f"torchtitan rejected the arguments: {_why(said)}") from None
+        raise ConfigError(
+            f"torchtitan rejected the arguments: {_why(said)}{_hint(args)}"
+        ) from None
     except Exception as exc:
         raise ConfigError(
-            f"torchtitan could not build the config ({type(exc).__name__}: {exc})"
+            "torchtitan could not build the config"
+            f" ({type(exc).__name__}: {shorten_lists(str(exc))})"
         ) from None
-    try:  # torchtitan applied the overrides; say which values came from the CLI
-        overrides = cli_overrides(args)
-    except ConfigError:
-        overrides = {}
     settings = from_object(config, {})
-    for key in overrides:
-        settings[key] = Setting(settings[key].value, CLI)
+    try:  # torchtitan applied the overrides; say which values came from the CLI
+        for key in cli_overrides(args):
+            settings[key] = Setting(settings[key].value, CLI)
+    except ConfigError:
+        pass
     moe = _has_moe(config)
-    job = inputs(settings, world_size, None if moe is None else (moe, "traverse"))
-    return Recommendation(settings, job)
+    return read_inputs(settings, None if moe is None else (moe, "traverse")), settings
 
 
-def _why(said: io.StringIO, limit: int = 240) -> str:
+def _why(said: io.StringIO) -> str:
     """tyro's error, out of its box, on one line."""
     lines = said.getvalue().splitlines()
     boxed = []
@@ -73,8 +99,31 @@ def _why(said: io.StringIO, limit: int = 240) -> str:
             if body and not body.strip("─"):
                 break  # the rule before "For full helptext"
             boxed.append(body)
-    words = " ".join(" ".join(boxed or lines[-1:]).split()) or "no reason given"
-    return words if len(words) <= limit else words[: limit - 3] + "..."
+    return " ".join(" ".join(boxed or lines[-1:]).split()) or "no reason given"
+
+
+def _hint(args: Sequence[str]) -> str:
+    for arg in args:
+        meant = suggest_flag(arg)
+        if meant is not None:
+            return f" (did you mean {meant} for {arg.partition('=')[0]}?)"
+    return ""
+
+
+_LIST = re.compile(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]")
+
+
+def shorten_lists(text: str, shown: int = LIST_SHOWN) -> str:
+    """``text`` with each Python list of strings longer than ``shown`` cut to
+    its first ones and the count: ``['a', 'b', ... (19 in all)]``."""
+
+    def cut(match: re.Match[str]) -> str:
+        items = match.group(1).split(", ")
+        if len(items) <= shown:
+            return match.group(0)
+        return "[" + ", ".join(items[:shown]) + f", ... ({len(items)} in all)]"
+
+    return _LIST.sub(cut, text)
 
 
 def _has_moe(config: object) -> bool | None:
@@ -91,30 +140,156 @@ def _has_moe(config: object) -> bool | None:
     return any(True for _ in model.traverse(MoE.Config))
 
 
+# The process.
+
+
+def watch(parent: int) -> None:
+    """End this process, and every process it started, as soon as ``parent``
+    is gone, however it ended.
+
+    A reaper process, forked first, waits for that: for EOF on stdin (the pipe
+    the parent holds open until it no longer wants the answer) and, on Linux,
+    for this process's death, which the kernel's parent-death signal makes
+    follow the parent's at once. Then it kills the whole process group. It is
+    a process of its own so that nothing this one does (a long import holding
+    the GIL) can delay it.
+    """
+    if os.getppid() != parent:  # it died before the watch began
+        os._exit(1)
+    reaper = os.fork()
+    if reaper == 0:
+        _reap(os.getppid())
+    _die_with(parent, signal.SIGKILL)
+
+
+def _reap(child: int) -> None:
+    """The reaper: kill the process group when the pipe closes or ``child``
+    dies. Never returns."""
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us
+    os.dup2(quiet, 2)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _end_group())
+    _die_with(child, signal.SIGTERM)
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    _end_group()
+
+
+def _die_with(parent: int, signum: int) -> None:
+    """Ask the kernel for ``signum`` when ``parent`` dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signum)
+        except Exception:  # no prctl: the pipe alone
+            pass
+    if os.getppid() != parent:  # it died before the request
+        _end_group()
+
+
+def _end_group() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+    os._exit(1)  # pragma: no cover - killpg killed us
+
+
+def _from_peer(cache: Cache, key: str) -> dict[str, Any] | None:
+    """The answer another rank of this node found, when it was evaluating this
+    launch as this child started; None when this child is to evaluate (it holds
+    the node's lock then, or could not take it: it evaluates alone)."""
+    global _lock
+    before, _ = cache.published(key)
+    try:
+        fd = os.open(cache.lock_file(key), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    import fcntl
+
+    _lock = fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        waited = False
+    except BlockingIOError:  # a peer evaluates: wait for it (the alarm bounds it)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return None
+        waited = True
+    except OSError:  # no locks here (an NFS mount without them): alone
+        return None
+    if waited:
+        identity, doc = cache.published(key)
+        if identity is not None and identity != before and isinstance(doc, dict):
+            return {**doc, "how": "peer"}
+    found, _ = cache.lookup(key, os.environ)
+    if found is not None:
+        return {**encode_result(*found), "how": "cache"}
+    return None
+
+
+def _evaluate(args: Sequence[str], recorder: Recorder | None) -> dict[str, Any]:
+    if recorder is not None:
+        recorder.start()
+    try:
+        inputs, settings = evaluate_config(args)
+    except ConfigError as exc:
+        return {"error": exc.reason, "source": exc.source, "how": "evaluated"}
+    except BaseException as exc:  # the parent turns this into one warning line
+        reason = f"internal error ({type(exc).__name__}: {exc})"
+        return {"error": reason, "source": "", "how": "evaluated"}
+    return {**encode_result(inputs, settings), "how": "evaluated"}
+
+
 def main(argv: Sequence[str]) -> int:
-    """``[--world-size N] -- ARGS`` in; one JSON line out; exit status 0."""
+    """``[--parent PID] [--cache DIR --key KEY] -- ARGS`` in; one JSON line out."""
+    options, args = _split(list(argv))
+    if "--parent" in options:
+        watch(int(options["--parent"]))
     result = os.dup(1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # torchtitan's and torch's own output goes nowhere
     os.dup2(quiet, 2)
-    args = list(argv)
-    world_size = None
-    if args[:1] == ["--world-size"]:
-        world_size, args = int(args[1]), args[2:]
-    if args[:1] == ["--"]:
-        args = args[1:]
     try:
-        # A safety net beside the parent's own timeout: a parent that never
-        # waits (it exited, or never started a process) must not leave us hung.
-        signal.alarm(int(env.timeout(os.environ)) + 1)
-        rec = evaluate(args, world_size)
-        doc: dict[str, object] = {"queues": rec.queues, "lanes": list(rec.lanes)}
-    except ConfigError as exc:
-        doc = {"error": str(exc)}
-    except BaseException as exc:  # the parent turns this into one warning line
-        doc = {"error": f"internal error ({type(exc).__name__}: {exc})"}
+        seconds = timeout(os.environ)
+    except ConfigError:
+        seconds = DEFAULT_TIMEOUT
+    # A safety net beside the parent's own timeout: a parent that never waits
+    # (it exited, or never started a process) must not leave us hung.
+    signal.alarm(int(seconds) + 1)
+    cache = Cache(options["--cache"]) if "--cache" in options else None
+    key = options.get("--key", "")
+    doc = _from_peer(cache, key) if cache is not None else None
+    if doc is None:
+        recorder = Recorder() if cache is not None else None
+        doc = _evaluate(args, recorder)
+        if cache is not None:
+            _share(cache, key, doc, recorder)
     os.write(result, (json.dumps(doc) + "\n").encode())
-    return 0
+    os._exit(0)  # no teardown of torch: the answer is out, the lock goes with us
+
+
+def _share(cache: Cache, key: str, doc: dict[str, Any], recorder: Any) -> None:
+    """Store a successful result, and publish any result to waiting peers."""
+    try:
+        if "inputs" in doc and recorder is not None:
+            deps = recorder.deps(exclude=cache.path)
+            cache.store(key, {k: doc[k] for k in ("inputs", "settings")}, deps)
+    except Exception:  # a full or read-only cache: the answer still goes out
+        pass
+    with contextlib.suppress(Exception):
+        cache.publish(key, doc)
+
+
+def _split(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The ``--name VALUE`` options before ``--``, and the training arguments."""
+    options: dict[str, str] = {}
+    while argv and argv[0] != "--":
+        options[argv[0]] = argv[1]
+        argv = argv[2:]
+    return options, argv[1:]
 
 
 if __name__ == "__main__":

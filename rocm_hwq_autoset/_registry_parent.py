@@ -1,21 +1,32 @@
-"""The ``--module`` child, parent side: start the evaluation, wait for it only
-when its value is needed, and end it.
+"""The ``--module`` evaluation, parent side: runs in the launcher (torchrun) or
+the training process itself. Uses the cache, or starts the child
+(``_registry_child``), waits for it only when its value is needed, and ends it.
 
-At interpreter start the hook starts the child (``_registry_child``) and goes on:
-a torchrun launcher has its own work to do (importing torch, the rendezvous with
+At interpreter start the hook calls :func:`start` and the process goes on: a
+torchrun launcher has its own work to do (importing torch, the rendezvous with
 the other nodes). The value is needed, and waited for, only
 
 * before this process starts another: Python's audit events ``subprocess.Popen``,
-  ``os.posix_spawn``, ``os.exec``, ``os.fork`` ... come before a process starts,
-  with the environment it will get (torch's elastic agent starts each worker with
-  ``Popen(args, env=<copy of os.environ plus rank variables>)``); the value goes
-  into that environment and into ``os.environ``;
+  ``os.fork``, ``os.system`` ... come before a process starts. torch's elastic
+  agent starts each worker with ``Popen(args, env=<a copy of os.environ plus
+  rank variables>)``: the value goes into ``os.environ`` and into that mapping.
+  ``os.posix_spawn`` and ``os.execve`` read their environment before their
+  audit event, and ``multiprocessing``'s spawn and forkserver start processes
+  with no audit event at all (``_posixsubprocess.fork_exec``): while the value
+  is pending, those functions are wrapped to wait first, and put back after;
 * before this process imports torch, when it is the training process itself
   (``python -m torchtitan.train``): the ``import`` audit event;
-* at exit, which only ends the child.
+* never at exit, which only ends the child.
 
-The audit hook cannot be removed; once the value is in, it returns at its first
-line. It never raises: an exception there would abort the process start.
+After the value is in, a mapping handed to ``subprocess.Popen`` that lacks it
+(made before it arrived) gets it too; one the launcher gave a value of its own
+keeps it. A process forked from this one never waits on or ends the evaluation.
+
+Only the evaluation's own failures become a warning. Anything else that happens
+while waiting passes through unchanged after the child is ended: an exception
+raised by a signal handler (torch elastic's ``SignalException`` on SIGTERM or
+SIGINT), ``KeyboardInterrupt``, ``SystemExit``. So the launcher stops exactly as
+it would without the hook.
 """
 
 from __future__ import annotations
@@ -24,154 +35,363 @@ import atexit
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from typing import Any
 
-from . import _decision as env
-from . import apply
-from ._decision import Outcome, conclude, failed
-from ._launch import ConfigError
+from ._argv import MODULE_FORM
+from ._cache import Cache, decode_result, key, open_cache
+from ._config import ConfigError
+from ._decision import (
+    INPUTS,
+    ORIGIN,
+    QUEUES,
+    SKIP,
+    SWITCH,
+    TIMEOUT,
+    WARNING,
+    Outcome,
+    Pending,
+    conclude,
+    failed,
+    timeout,
+)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._decision import Evaluated
+
+    #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
+    #: given), and say it unless ``quiet``.
+    Apply = Callable[..., None]
+
+CHILD = "rocm_hwq_autoset._registry_child"
 #: Audit events that come before this process starts another.
 SPAWN_EVENTS = frozenset({
     "subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.forkpty",
     "os.spawn", "os.system", "pty.spawn",
 })  # fmt: skip
-#: Those whose last argument is the environment the new process gets.
-ENV_LAST = frozenset({"subprocess.Popen", "os.posix_spawn", "os.exec"})
-#: The most the child may print: one JSON line of a few hundred bytes.
-MAX_RESULT_BYTES = 64 << 10
+#: Functions that turn the environment into the new process's before their audit
+#: event, or have none: wrapped to wait first while the value is pending.
+WRAPPED = (
+    ("os", "posix_spawn"),
+    ("os", "posix_spawnp"),
+    ("os", "execve"),
+    ("_posixsubprocess", "fork_exec"),
+)
+#: The most the child may print: one JSON line of a few KB.
+MAX_RESULT_BYTES = 1 << 20
+#: Seconds an exiting process waits for the ended child to be reaped.
+REAP_SECONDS = 1.0
 
 
 class Evaluation:
     """One child interpreter evaluating ``--module``/``--config`` arguments."""
 
     def __init__(
-        self, args: Sequence[str], environ: Mapping[str, str], world_size: int | None
+        self,
+        args: Sequence[str],
+        environ: Mapping[str, str],
+        cache: Cache | None = None,
+        cache_key: str = "",
     ) -> None:
-        self.timeout = env.timeout(environ)
+        self.timeout = timeout(environ)
         self.deadline = time.monotonic() + self.timeout
-        command = [sys.executable, "-m", "rocm_hwq_autoset._registry_child"]
-        if world_size is not None:
-            command += ["--world-size", str(world_size)]
-        child_env = {**environ, env.SWITCH: "0"}  # no hook in the child
+        self.owner = os.getpid()
+        command = [sys.executable, "-m", CHILD, "--parent", str(self.owner)]
+        if cache is not None:
+            command += ["--cache", cache.path, "--key", cache_key]
         # The child sees what the training sees: the same GPUs, this directory
         # (recipe modules outside torchtitan import from it). Its own session,
-        # so a timeout ends it and anything it started.
+        # so that ending it ends anything it started; stdin is the pipe it
+        # watches for this process's end.
         self.child = subprocess.Popen(
             [*command, "--", *args],
-            env=child_env,
-            stdin=subprocess.DEVNULL,
+            env={**environ, SWITCH: "0"},  # no hook in the child
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
 
-    def result(self) -> tuple[int, tuple[str, ...]]:
-        """Q and the lanes; ``ConfigError`` on a failure or the timeout."""
-        remaining = max(0.0, self.deadline - time.monotonic())
+    def result(self) -> tuple[Evaluated | ConfigError, bool]:
+        """The evaluation (or why there is none) and whether it came from the
+        cache, waiting until the deadline at most. Raises only what does not
+        belong to the evaluation (a signal handler's exception ...), after
+        ending the child."""
         try:
-            out, _ = self.child.communicate(timeout=remaining)
+            out = self._read()
         except subprocess.TimeoutExpired:
             self.end()
-            raise ConfigError(
-                f"evaluating took over {self.timeout:g} s ({env.TIMEOUT})"
-            ) from None
+            return ConfigError(
+                f"evaluating took over {self.timeout:g} s ({TIMEOUT})"
+            ), False
+        except OSError as exc:
+            self.end()
+            return ConfigError(f"reading the evaluation: {exc.strerror}"), False
+        except BaseException:
+            self.end()
+            raise
+        self.end()
         try:
-            doc = json.loads(out[:MAX_RESULT_BYTES])
-            error = doc.get("error")
-            if error is None:
-                return int(doc["queues"]), tuple(str(lane) for lane in doc["lanes"])
-        except (ValueError, TypeError, KeyError, AttributeError):
+            doc = json.loads(out)
+            if "error" in doc:
+                return ConfigError(
+                    str(doc["error"]), str(doc.get("source") or "")
+                ), False
+            return decode_result(doc), doc.get("how") in ("cache", "peer")
+        except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
             status = self.child.returncode
-            how = f"signal {-status}" if status < 0 else f"status {status}"
-            raise ConfigError(f"the evaluating child ended with {how}") from None
-        raise ConfigError(str(error))
+            how = f"signal {-status}" if status and status < 0 else f"status {status}"
+            return ConfigError(f"the evaluating child ended with {how}"), False
+
+    def _read(self) -> bytes:
+        """The child's stdout up to EOF; ``TimeoutExpired`` at the deadline."""
+        assert self.child.stdout is not None
+        fd = self.child.stdout.fileno()
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(CHILD, self.timeout)
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_RESULT_BYTES:
+                return b"".join(chunks)
 
     def end(self) -> None:
-        """Kill the child's whole process group, if it still runs."""
+        """End the child's whole process group if it still runs; reap it,
+        waiting a bounded time. Only the process that started it does."""
+        if os.getpid() != self.owner:
+            return
+        self._close()
         if self.child.poll() is None:
             with contextlib.suppress(OSError):  # it ended meanwhile
                 os.killpg(self.child.pid, signal.SIGKILL)
-        self.child.communicate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.child.wait(REAP_SECONDS)
+
+    def disown(self) -> None:
+        """In a forked copy of the parent: let go of the pipes, leave the child."""
+        self._close()
+
+    def _close(self) -> None:
+        for pipe in (self.child.stdin, self.child.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def evaluate(
-    args: Sequence[str], environ: Mapping[str, str], world_size: int | None
-) -> tuple[int, tuple[str, ...]]:
-    """Start a child and wait for it: what the hook does, all at once."""
-    return Evaluation(args, environ, world_size).result()
+    pending: Pending, environ: Mapping[str, str], *, use_cache: bool = True
+) -> tuple[Evaluated | ConfigError, str]:
+    """Evaluate now and wait, for the command line: the result, and how it was
+    found (``cache``, ``evaluated``, or why the cache was not used)."""
+    cache = None
+    how = "evaluated (--no-cache)"
+    if use_cache:
+        try:
+            cache, problem = open_cache(environ)
+        except ConfigError as exc:
+            cache, problem = None, str(exc)
+        how = f"evaluated ({problem})" if problem else "evaluated"
+    cache_key = key(pending.launch.args, environ)
+    if cache is not None:
+        found, why = cache.lookup(cache_key, environ)
+        if found is not None:
+            return found, f"from the cache ({cache.entry(cache_key)})"
+        how = f"evaluated (cache: {why})"
+    try:
+        evaluation = Evaluation(pending.launch.args, environ, cache, cache_key)
+    except (OSError, ConfigError) as exc:
+        return ConfigError(f"cannot start the evaluation: {exc}"), how
+    try:
+        result, cached = evaluation.result()
+    finally:
+        evaluation.end()
+    return result, ("from the cache (another process evaluated it)" if cached else how)
 
 
-class _Waiter:
+def start(pending: Pending, apply: Apply) -> None:
+    """At interpreter start: the cached evaluation, or a child started now and
+    waited for when the value is needed."""
+    environ = os.environ
+    try:
+        cache, problem = open_cache(environ)
+    except ConfigError as exc:
+        cache, problem = None, ""
+        apply(Outcome(WARNING, str(exc), "the cache is not used"))
+    if problem:
+        apply(Outcome(SKIP, f"cache: {problem}"))
+    cache_key = key(pending.launch.args, environ)
+    if cache is not None:
+        found, why = cache.lookup(cache_key, environ)
+        if found is not None:
+            apply(conclude(environ, pending, found, cached=True))
+            return
+        apply(Outcome(SKIP, f"cache: {why}; evaluating"))
+    try:
+        evaluation = Evaluation(pending.launch.args, environ, cache, cache_key)
+    except (OSError, ConfigError) as exc:
+        error = ConfigError(f"cannot start the evaluation: {exc}")
+        apply(failed(MODULE_FORM, error))
+        return
+    Waiter(pending, evaluation, apply).install()
+
+
+class Waiter:
     """Holds a pending outcome until the value is needed, then applies it."""
 
-    def __init__(self, pending: Outcome, evaluation: Evaluation) -> None:
+    def __init__(self, pending: Pending, evaluation: Evaluation, apply: Apply) -> None:
         self.pending = pending
         self.evaluation = evaluation
-        self.wait_on_import = pending.launch is not None and pending.launch.in_process
-        self.done = False
+        self.apply = apply
+        self.outcome: Outcome | None = None
+        """The concluded outcome, once it is."""
+        self.abandoned = False
+        """Set when the wait was cut short (a signal, exit) or in a forked copy:
+        no waiting any more."""
+        self.owner = os.getpid()
         self.lock = threading.RLock()
-        self.busy = False
+        self.waiting = False
+        self.wrapped: list[tuple[Any, str, Any, Any]] = []
 
-    def audit(self, event: str, args: tuple[object, ...]) -> None:
-        if self.done:
-            return
+    def install(self) -> None:
+        sys.addaudithook(self.audit)  # cannot be removed: cheap once done
+        os.register_at_fork(after_in_child=self.forked)
+        atexit.register(self.at_exit)
+        for module_name, name in WRAPPED:
+            module = sys.modules.get(module_name)
+            original = getattr(module, name, None)
+            if original is not None:
+                wrapper = self._waiting_first(original)
+                setattr(module, name, wrapper)
+                self.wrapped.append((module, name, original, wrapper))
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in SPAWN_EVENTS:
+            target = args[-1] if event == "subprocess.Popen" and args else None
+            self.need(target if isinstance(target, MutableMapping) else None)
+        elif (
+            event == "import"
+            and self.outcome is None
+            and self.pending.launch.in_process
+            and args
+            and str(args[0]).partition(".")[0] == "torch"
+        ):
+            self.need()
+
+    def _waiting_first(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def waiting(*args: Any, **kwargs: Any) -> Any:
+            environ = kwargs.get("env", args[2] if len(args) > 2 else None)
+            self.need(environ if isinstance(environ, MutableMapping) else None)
+            return original(*args, **kwargs)
+
+        return waiting
+
+    def need(self, environ: MutableMapping[str, str] | None = None) -> None:
+        """The value is needed now: wait for it (once, in one thread; the
+        others wait for that one), then put it where the process about to
+        start will see it. Raises only what is not the evaluation's: the
+        process start or import it guards must not fail for our sake."""
         try:
-            if event == "import":
-                name = str(args[0]) if args else ""
-                if not self.wait_on_import or name.split(".")[0] != "torch":
-                    return
-            elif event not in SPAWN_EVENTS:
-                return
-            target = args[-1] if event in ENV_LAST and args else None
-            self.finish(target if isinstance(target, MutableMapping) else None)
-        except Exception:  # never abort the process start or the import
-            pass
+            self._need(environ)
+        except BaseException as exc:
+            if is_foreign(exc):
+                raise
 
-    def finish(self, environ: MutableMapping[str, str] | None = None) -> None:
-        """Wait for the child, then apply the outcome (once)."""
-        with self.lock:
-            if self.done or self.busy:  # done, or our own import/process start
-                return
-            self.busy = True
-            try:
-                try:
-                    result: tuple[int, tuple[str, ...]] | ConfigError = (
-                        self.evaluation.result()
-                    )
-                except ConfigError as exc:
-                    result = exc
-                except Exception as exc:
-                    why = f"internal error ({type(exc).__name__}: {exc})"
-                    result = ConfigError(why)
-                outcome = conclude(os.environ, self.pending, result)
-                if environ is None or environ is os.environ:
-                    apply(outcome)
-                else:
-                    apply(outcome, os.environ, environ)
-            finally:
-                self.done = True
+    def _need(self, environ: MutableMapping[str, str] | None) -> None:
+        if self.outcome is None and not self.abandoned and os.getpid() == self.owner:
+            with self.lock:
+                if self.outcome is None and not self.abandoned and not self.waiting:
+                    self.waiting = True  # our own events while we wait pass
+                    try:
+                        self.outcome = self._conclude()
+                    finally:
+                        self.waiting = False
+                    self._unwrap()
+                    self.apply(self.outcome)
+        if environ is not None and environ is not os.environ:
+            self._give(environ)
+
+    def _conclude(self) -> Outcome:
+        try:
+            result, cached = self.evaluation.result()
+        except BaseException as exc:
+            if is_foreign(exc):
+                self.abandoned = True
+                self._unwrap()
+                raise
+            return failed(MODULE_FORM, ConfigError(_internal(exc)))
+        try:
+            return conclude(os.environ, self.pending, result, cached=cached)
+        except Exception as exc:  # never a traceback from our own failure
+            return failed(MODULE_FORM, ConfigError(_internal(exc)))
+
+    def _give(self, environ: MutableMapping[str, str]) -> None:
+        """A mapping made before the value arrived lacks it: add it. One that
+        has a value or a marker of its own (the launcher's) keeps it."""
+        outcome = self.outcome
+        if outcome is None or outcome.marker is None:
+            return
+        if QUEUES in environ or ORIGIN in environ or INPUTS in environ:
+            return
+        self.apply(outcome, environ, quiet=True)
+
+    def _unwrap(self) -> None:
+        for module, name, original, wrapper in self.wrapped:
+            if getattr(module, name, None) is wrapper:  # nobody wrapped ours since
+                setattr(module, name, original)
+        self.wrapped = []
+
+    def forked(self) -> None:
+        """In a child made by ``fork`` (audited or not): this copy never waits
+        on, nor ends, the parent's evaluation."""
+        if os.getpid() != self.owner:
+            self.abandoned = True
+            self.evaluation.disown()
 
     def at_exit(self) -> None:
-        if not self.done:
-            self.done = True
+        if os.getpid() == self.owner:
+            self.abandoned = True
             self.evaluation.end()
 
 
-def start_pending(pending: Outcome) -> None:
-    """Start the evaluation for a pending outcome and wait for it when needed."""
-    launch = pending.launch
-    try:
-        evaluation = Evaluation(launch.args if launch else (), os.environ,
-                                pending.world_size)  # fmt: skip
-    except (OSError, ConfigError) as exc:
-        apply(failed(pending.how, f"--module/--config: cannot evaluate: {exc}"))
-        return
-    waiter = _Waiter(pending, evaluation)
-    sys.addaudithook(waiter.audit)
-    atexit.register(waiter.at_exit)
+def _internal(exc: BaseException) -> str:
+    return f"internal error ({type(exc).__name__}: {exc})"
+
+
+def is_foreign(exc: BaseException) -> bool:
+    """Whether an exception raised while waiting belongs to the process, not to
+    the evaluation: ``KeyboardInterrupt``, ``SystemExit``, or anything raised by
+    a Python signal handler (torch elastic raises ``SignalException``, an
+    ``Exception``, from its SIGTERM and SIGINT handlers)."""
+    if not isinstance(exc, Exception):
+        return True
+    handlers = set()
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        if code is not None:
+            handlers.add(code)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ._launch import MAX_VERSION_PY_BYTES, ConfigError, read_small_file
+from ._config import ConfigError, read_small_file
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 HIP_LIBRARY = "libamdhip64.so"
 DEFAULT_ROCM_PATH = "/opt/rocm"
+#: Largest ``torch/version.py`` read; PyTorch's is a few hundred bytes.
+MAX_VERSION_PY_BYTES = 64 << 10
 
 
 class Verdict:

@@ -64,3 +64,18 @@ def venvs(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> object:
         return _VENVS[key]
 
     return get
+
+
+#: This package's variables: a test that sets them in this process's own
+#: environment would change what every later test sees.
+OURS = ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "ROCM_HWQ_AUTOSET_INPUTS")
+
+
+@pytest.fixture(autouse=True)
+def _environment_left_as_found(request: pytest.FixtureRequest) -> object:
+    """A test may change them only in a process of its own (``forked``)."""
+    before = {name: os.environ.get(name) for name in OURS}
+    yield
+    if request.node.get_closest_marker("forked") is None:
+        after = {name: os.environ.get(name) for name in OURS}
+        assert after == before, "the test changed this process's environment"

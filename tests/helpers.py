@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import apply
 from rocm_hwq_autoset._cli.traces import count_streams
-from rocm_hwq_autoset._decision import Outcome, decide
-from rocm_hwq_autoset._launch import load_toml
+from rocm_hwq_autoset._config import load_toml
+from rocm_hwq_autoset._decision import Outcome, Pending, decide
+from rocm_hwq_autoset._hook import apply
 from rocm_hwq_autoset._rocm import detect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,68 +52,8 @@ LINE = (
 )
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-TOML_DIR = CORPUS / "torchtitan-toml"
-TRACE_DIR = CORPUS / "traces"
-
-
-def corpus_file(folder: Path, name: str) -> Path:
-    path = folder / name
-    if not path.is_file():
-        pytest.skip(
-            f"{path} is absent (the shared corpus exists only in the workplace)"
-        )
-    return path
-
-
-# The 23 TOML configs torchtitan shipped before its config refactor, launched
-# with the overrides people use; expected lanes written out by hand from reading
-# each file.
-BASE = ("compute", "all_reduce", "fsdp_comm")
-TP = (*BASE, "tp_all_gather")
-EP = (*BASE, "expert_comm")
-OV = ("compute", "all_reduce", "dense_all_gather", "reduce_scatter")
-OV_EP = (*OV, "expert_comm")
-
-# name: (as shipped, with --parallelism.expert_parallel_degree 2
-#        --compile.enable_fsdp_ag_rs_overlap, with WORLD_SIZE=8
-#        --parallelism.tensor_parallel_degree=8 --compile.enable_passes)
-TG = ("compute", "all_reduce", "tp_all_gather", "cudagraph_capture")
-EXPECTED = {
-    "experiments__transformers_modeling_backend__debug_model.toml": (BASE, OV_EP, TG),
-    "experiments__transformers_modeling_backend__full.toml": (BASE, OV_EP, TG),
-    "experiments__vlm__debug_model.toml": (BASE, OV, TG),
-    "models__deepseek_v3__debug_model.toml": (BASE, OV_EP, TG),
-    "models__deepseek_v3__deepseek_v3_16b.toml": (
-        EP, OV_EP,
-        ("compute", "all_reduce", "expert_comm", "tp_all_gather", "cudagraph_capture"),
-    ),
-    "models__deepseek_v3__deepseek_v3_671b.toml": (BASE, OV_EP, TG),
-    "models__flux__debug_model.toml": (BASE, OV, TG),
-    "models__flux__flux_dev_model.toml": (BASE, OV, TG),
-    "models__flux__flux_schnell_model.toml": (BASE, OV, TG),
-    "models__gpt_oss__debug_model.toml": (BASE, OV_EP, TG),
-    "models__llama3__debug_model.toml": (BASE, OV, TG),
-    "models__llama3__llama3_405b.toml": (TP, (*OV, "tp_all_gather"), TG),
-    "models__llama3__llama3_70b.toml": (TP, (*OV, "tp_all_gather"), TG),
-    "models__llama3__llama3_8b.toml": (BASE, OV, TG),
-    "models__llama3_ft__debug_model.toml": (BASE, OV, TG),
-    "models__llama4__debug_model.toml": (BASE, OV_EP, TG),
-    "models__llama4__llama4_17bx128e.toml": (TP, (*OV_EP, "tp_all_gather"), TG),
-    "models__llama4__llama4_17bx16e.toml": (TP, (*OV_EP, "tp_all_gather"), TG),
-    "models__qwen3__qwen3_0.6b.toml": (BASE, OV, TG),
-    "models__qwen3__qwen3_1.7b.toml": (BASE, OV, TG),
-    "models__qwen3__qwen3_32b.toml": (BASE, OV, TG),
-    "models__qwen3__qwen3_moe_debug.toml": (BASE, OV_EP, TG),
-    "tests__integration_tests__base_config.toml": (BASE, OV, TG),
-}  # fmt: skip
-
-EP2_OVERLAP = [
-    "--parallelism.expert_parallel_degree",
-    "2",
-    "--compile.enable_fsdp_ag_rs_overlap",
-]
-TP8_GRAPH = ["--parallelism.tensor_parallel_degree=8", "--compile.enable_passes"]
+# The configs the tests use, their expected lanes and a profiler trace are in
+# tests/data.py.
 
 
 def by_device(path: str) -> dict[Any, set[Any]]:
@@ -136,15 +76,17 @@ def fake_torch(root: Path, version_py: str | None) -> Path:
 
 def hook(
     environ: dict[str, str],
-    argv: Sequence[str],
+    args: Sequence[str],
     path: Sequence[str],
-    orig_argv: Sequence[str] = (),
+    program: str = "train.py",
 ) -> Outcome:
-    """What the start-up hook does, on a plain dict: decide, then apply."""
+    """What the start-up hook does for ``python PROGRAM ARGS``, on a plain dict:
+    decide, then apply."""
     outcome = decide(
-        environ, argv, orig_argv,
-        rocm=lambda: detect(path, environ), read_config=load_toml,
+        environ, [program, *args], [],
+        rocm=lambda: detect(path, environ), read_toml=load_toml,
     )  # fmt: skip
+    assert not isinstance(outcome, Pending)
     apply(outcome, environ)
     return outcome
 

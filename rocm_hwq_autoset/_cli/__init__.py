@@ -1,7 +1,11 @@
-"""``rocm-hwq-autoset`` / ``python -m rocm_hwq_autoset``: explain, doctor, verify.
+"""``rocm-hwq-autoset`` / ``python -m rocm_hwq_autoset``: the dispatcher.
 
-Each command takes its own options and torchtitan's training arguments. A
-*training argument* is ``--module``, ``--config``, or a dotted flag
+It knows the commands by name (``explain``, ``doctor``, ``verify``) and their
+options, splits each command's own options from torchtitan's training
+arguments, and imports the command's module only when it runs. No command
+imports it; what they share is in ``_common``.
+
+A *training argument* is ``--module``, ``--config``, or a dotted flag
 ``--section.field`` (with ``=VALUE`` or not), with the values that follow it
 up to the next option; everything after ``--`` is training arguments too. Any
 other option is a usage error (exit 2) naming it, with the closest real option.
@@ -11,19 +15,17 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .. import __version__
-from .. import _decision as env
-from .._decision import PENDING, SET, SKIP, WARNING, Outcome, conclude, decide
-from .._launch import ConfigError, find_launch, flag_value, is_option, is_training_arg
-from .._model import Recommendation, recommend
-
-PROG = "rocm-hwq-autoset"
+from .._argv import is_option, is_training_arg
+from .._config import ConfigError
+from ._common import PROG, fail
 
 TRAINING_ARGS_HELP = (
     "training arguments: --module, --config, and dotted torchtitan flags"
@@ -45,6 +47,7 @@ example:
 VERIFY_EXAMPLE = """\
 example:
   rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"""
+COMMANDS = ("explain", "doctor", "verify")
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -54,7 +57,10 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=min(79, shutil.get_terminal_size().columns))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[
+    argparse.ArgumentParser, dict[str, argparse.ArgumentParser]
+]:
+    """The parser, and each command's own."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see what\n"
@@ -86,14 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     form.add_argument(
         "--export", action="store_true",
         help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout, the"
-        " report on stderr; on any failure nothing on stdout and exit 2",
+        " report on stderr; an explicit GPU_MAX_HW_QUEUES is exported as it is;"
+        " on any failure nothing on stdout and exit 2",
     )  # fmt: skip
     explain.add_argument(
         "--world-size", type=int, metavar="N",
-        help="resolve data_parallel_shard_degree = -1 as torchtitan does for N ranks",
+        help="resolve data_parallel_shard_degree = -1 as torchtitan does for N"
+        " ranks, as a worker does (default: WORLD_SIZE, if set)",
+    )  # fmt: skip
+    explain.add_argument(
+        "--no-cache", action="store_true",
+        help="evaluate a --module/--config launch now, without the cache",
     )  # fmt: skip
 
-    command(
+    doctor = command(
         "doctor",
         "Check that the hook is installed where site runs it, what it saw, and"
         " what it would do for the training arguments (after '--').",
@@ -111,23 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="one JSON object on stdout")
     verify.add_argument("--queues", type=int, metavar="N", help="the Q to check")
     verify.add_argument("traces", nargs="*", metavar="TRACE")
-    return parser
+    return parser, {"explain": explain, "doctor": doctor, "verify": verify}
 
 
-#: Each command's own options and how many values they take.
-OWN_OPTIONS = {
-    "explain": {"--json": 0, "--export": 0, "--world-size": 1, "-h": 0, "--help": 0},
-    "doctor": {"-h": 0, "--help": 0},
-    "verify": {"--json": 0, "--queues": 1, "-h": 0, "--help": 0},
-}
+def own_options(parser: argparse.ArgumentParser) -> dict[str, int]:
+    """A command's own options, each with how many values it takes."""
+    return {
+        option: 0 if action.nargs == 0 else 1
+        for action in parser._actions
+        for option in action.option_strings
+    }
 
 
-def split_args(command: str, args: Sequence[str]) -> tuple[list[str], list[str]]:
+def split_args(
+    command: str, options: dict[str, int], args: Sequence[str]
+) -> tuple[list[str], list[str]]:
     """The command's own arguments and the training arguments, in order.
     ``ConfigError`` names an argument that is neither."""
     own: list[str] = []
     training: list[str] = []
-    options = OWN_OPTIONS[command]
     in_training = False  # after a training flag: its values
     i = 0
     while i < len(args):
@@ -146,134 +160,36 @@ def split_args(command: str, args: Sequence[str]) -> tuple[list[str], list[str]]
             training.append(arg)
             in_training = True
         elif is_option(arg):
-            raise ConfigError(_unknown(command, name))
+            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"unrecognized option{hint}", f"{command}: {name}")
         elif in_training:
             training.append(arg)
         elif command == "verify" and not training:
             own.append(arg)  # a trace: they come before the training arguments
         else:
             raise ConfigError(
-                f"{command}: unexpected argument {arg!r}; {TRAINING_ARGS_HELP}"
+                f"unexpected argument {arg!r}; {TRAINING_ARGS_HELP}", command
             )
         i += 1
     return own, training
 
 
-def _unknown(command: str, name: str) -> str:
-    close = difflib.get_close_matches(name, OWN_OPTIONS[command], n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    return f"{command}: unrecognized option {name!r}{hint}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if not args or args[0] not in OWN_OPTIONS:
+    parser, commands = build_parser()
+    if not args or args[0] not in COMMANDS:
         parser.parse_args(args)  # --help, --version, or a usage error
         return 2  # pragma: no cover - parse_args exits
     try:
-        own, training = split_args(args[0], args[1:])
+        own, training = split_args(args[0], own_options(commands[args[0]]), args[1:])
     except ConfigError as exc:
         return fail(str(exc))
     opts = parser.parse_args([args[0], *own])
     opts.training = training
+    run = importlib.import_module(f".{args[0]}", __name__).run
     try:
-        if opts.command == "explain":
-            from .explain import run_explain
-
-            return run_explain(opts, sys.stdout)
-        if opts.command == "doctor":
-            from .doctor import run_doctor
-
-            return run_doctor(opts.training, sys.stdout)
-        from .verify import run_verify
-
-        return run_verify(opts, sys.stdout)
+        return int(run(opts, sys.stdout))
     except BrokenPipeError:  # `... | head` is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-def fail(message: str) -> int:
-    """A usage or input error: one line on stderr, exit status 2."""
-    sys.stderr.write(f"{PROG}: error: {message}\n")
-    return 2
-
-
-def recommendation(
-    training: Sequence[str], world_size: int | None = None
-) -> tuple[Recommendation, str]:
-    """The recommendation for these training arguments, and the config it read
-    (a TOML file, or ``--module M --config FN`` evaluated here, importing
-    torchtitan). ``ConfigError`` names the input that is wrong."""
-    launch = find_launch(training, ["-m", "torchtitan.train"])
-    if launch is not None and launch.config_file is None:
-        from .._registry_child import evaluate  # imports torchtitan, here only
-
-        source = (
-            f"--module {flag_value(training, ('--module',))}"
-            f" --config {flag_value(training, ('--config',))}"
-            " (torchtitan's config registry)"
-        )
-        return evaluate(launch.args, world_size), source
-    config_file = launch.config_file if launch else None
-    if config_file is None:
-        rec = recommend(None, argv=training, world_size=world_size)
-        return rec, "none: torchtitan's defaults"
-    from .._launch import load_toml
-
-    try:
-        rec = recommend(load_toml(config_file), argv=training, world_size=world_size)
-    except ConfigError as exc:
-        raise ConfigError(f"{config_file}: {exc}") from None
-    return rec, config_file
-
-
-def hook_outcome(
-    training: Sequence[str],
-    evaluate: Callable[[Sequence[str], dict[str, str], int | None],
-                       tuple[int, tuple[str, ...]]] | None = None,
-) -> Outcome:  # fmt: skip
-    """What the start-up hook would decide in this environment for a launch
-    with these training arguments, as ``python -m torchtitan.train ARGS``.
-
-    A value this package set (here or in a parent) is recomputed, as a worker
-    would. A ``--module`` launch is evaluated by ``evaluate`` (explain passes the
-    answer it already has), else by a child, as the hook does.
-    """
-    scratch = dict(os.environ)
-    if env.explicit_queues(scratch) is None:
-        scratch.pop(env.QUEUES, None)
-        scratch.pop(env.ORIGIN, None)
-    from .._launch import load_toml
-    from .._rocm import detect
-
-    outcome = decide(
-        scratch,
-        training,
-        ["-m", "torchtitan.train", *training],
-        rocm=lambda: detect(sys.path, scratch),
-        read_config=load_toml,
-    )
-    if outcome.level != PENDING or outcome.launch is None:
-        return outcome
-    if evaluate is None:
-        from .._registry_parent import evaluate as in_child
-
-        evaluate = in_child
-    try:
-        result: tuple[int, tuple[str, ...]] | ConfigError = evaluate(
-            outcome.launch.args, scratch, outcome.world_size
-        )
-    except ConfigError as exc:
-        result = exc
-    return conclude(scratch, outcome, result)
-
-
-def describe(outcome: Outcome) -> str:
-    """The outcome as ``explain`` and ``doctor`` show it."""
-    if outcome.level == SET or (outcome.level == SKIP and outcome.queues):
-        return f"would set {env.QUEUES}={outcome.queues}"
-    if outcome.level == WARNING:
-        return f"warning: {outcome.message}"
-    return f"nothing to do: {outcome.message}"

@@ -7,13 +7,32 @@ import site
 import sys
 import textwrap
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from .. import TRIGGERS
-from .. import _decision as env
-from .._decision import WARNING
-from .._rocm import detect
-from . import describe, hook_outcome
+if TYPE_CHECKING:
+    import argparse
+
+from .. import may_be_launch
+from .._cache import location, open_cache
+from .._config import ConfigError
+from .._decision import (
+    HIP_DEFAULT_QUEUES,
+    LOG,
+    QUEUES,
+    SET,
+    SKIP,
+    SWITCH,
+    WARNING,
+    Outcome,
+    Pending,
+    explicit_problem,
+    explicit_queues,
+    log_level,
+    marker,
+    switch,
+    switch_problem,
+)
+from ._common import Reading, describe, rocm, training_environ
 from .term import paint, row
 
 PTH = "rocm_hwq_autoset.pth"
@@ -78,59 +97,99 @@ def startup_file_checks() -> list[Check]:
     return checks
 
 
-def environment_checks(argv: Sequence[str], hook_ran: bool) -> list[Check]:
+def environment_checks(training: Sequence[str]) -> list[Check]:
+    from .. import _hook  # what the hook decided in this process, at start-up
+
     checks = []
-    verdict = detect(sys.path, os.environ)
+    verdict = rocm()
     if verdict.rocm:
         checks.append(Check("ok", "ROCm", verdict.evidence))
     else:
         checks.append(Check("note", "not ROCm", verdict.evidence))
-    switch = env.switch(os.environ)
-    if switch == "off":
-        checks.append(Check("note", env.SWITCH, f"{os.environ[env.SWITCH]}: opted out"))
-    elif switch == "invalid":
-        why = f"{os.environ[env.SWITCH]!r} is not {env.SWITCH_VALUES}: hook off"
-        checks.append(Check("FAIL", env.SWITCH, why))
-    _, log_problem = env.log_level(os.environ)
+    if switch(os.environ) == "off":
+        checks.append(Check("note", SWITCH, f"{os.environ[SWITCH]}: opted out"))
+    problem = switch_problem(os.environ)
+    if problem:
+        checks.append(Check("FAIL", SWITCH, f"{problem}: the hook does nothing"))
+    _, log_problem = log_level(os.environ)
     if log_problem:
-        checks.append(Check("FAIL", env.LOG, log_problem))
-    value = os.environ.get(env.QUEUES)
+        checks.append(Check("FAIL", LOG, log_problem))
+    value = os.environ.get(QUEUES)
+    explicit = explicit_queues(os.environ)
     if not value:
-        checks.append(Check("ok", env.QUEUES, f"unset (HIP's default:"
-                            f" {env.HIP_DEFAULT_QUEUES})"))  # fmt: skip
-    elif env.explicit_queues(os.environ) is None:
-        mark = env.marker(os.environ)
-        how = mark[1] if mark else ""
-        where = "in this process" if hook_ran else "by a parent process"
         checks.append(
-            Check("ok", env.QUEUES, f"{value}, set by rocm-hwq-autoset {where} ({how})")
-        )  # fmt: skip
-    elif env.positive_int(value) is None:
-        checks.append(Check("FAIL", env.QUEUES, f"{value!r}, set by you, is not a"
+            Check("ok", QUEUES, f"unset (HIP's default: {HIP_DEFAULT_QUEUES})")
+        )
+    elif explicit is None:
+        form = (marker(os.environ) or ("", ""))[1]
+        checks.append(Check("ok", QUEUES, f"{value}, set by rocm-hwq-autoset in a"
+                            f" parent process ({form})"))  # fmt: skip
+    elif explicit_problem(explicit):
+        checks.append(Check("FAIL", QUEUES, f"{value!r}, set by you, is not a"
                             " positive integer: HIP cannot use it"))  # fmt: skip
     else:
-        checks.append(Check("ok", env.QUEUES, f"{value}, set by you: it always wins"))
-    ran = "ran" if hook_ran else "did not run"
-    checks.append(Check("note", "this process", f"the hook {ran} at start-up"))
-    if argv:
-        if not any(a.startswith(TRIGGERS) for a in argv):
+        checks.append(Check("ok", QUEUES, f"{value}, set by you: it always wins"))
+    checks += cache_checks()
+    checks.append(start_up_check(_hook.decided))
+    if training:
+        if not may_be_launch(["", *training], os.environ):
             checks.append(Check("note", "for that launch", "no --job.config or"
                                 " --module argument: the hook stays out (the"
                                 " package is not imported)"))  # fmt: skip
         else:
-            outcome = hook_outcome(argv)
-            status = "FAIL" if outcome.level == WARNING else "ok"
-            checks.append(Check(status, "for that launch", describe(outcome)))
+            try:
+                outcome = Reading(training, training_environ(None)).hook_outcome()
+            except ConfigError as exc:
+                checks.append(Check("FAIL", "for that launch", str(exc)))
+            else:
+                status = "FAIL" if outcome.level == WARNING else "ok"
+                checks.append(Check(status, "for that launch", describe(outcome)))
     return checks
 
 
-def run_doctor(argv: Sequence[str], out: TextIO) -> int:
-    from .. import ran as hook_ran  # its value now, after start-up
+def start_up_check(decided: Outcome | Pending | None) -> Check:
+    """What the hook did in this process at interpreter start: nothing for the
+    package's own commands (Python >= 3.10 tells them apart)."""
+    if decided is None:
+        detail = "the hook did not run at start-up (no --job.config or --module)"
+    elif isinstance(decided, Pending):
+        detail = "at start-up the hook started a --module evaluation"
+    elif decided.level == SKIP:
+        detail = f"at start-up the hook did nothing: {decided.message}"
+    elif decided.level == SET:
+        detail = f"at start-up the hook set {QUEUES}={decided.queues} here"
+    else:
+        detail = f"at start-up the hook warned: {decided.message}"
+    return Check("note", "this process", detail)
 
+
+def cache_checks() -> list[Check]:
+    """Where the cache of --module evaluations is, whether it is usable, and
+    how many entries it holds."""
+    try:
+        cache, problem = open_cache(os.environ, create=False)
+    except ConfigError as exc:
+        return [Check("FAIL", "cache", str(exc))]
+    if cache is None and not problem:
+        return [Check("note", "cache", "off (ROCM_HWQ_AUTOSET_CACHE)")]
+    if cache is None:
+        missing = not os.path.exists(location(os.environ))
+        if missing:
+            return [Check("ok", "cache", f"{location(os.environ)}: not made yet")]
+        return [Check("FAIL", "cache", problem)]
+    try:
+        count = cache.count()
+    except OSError as exc:
+        return [Check("FAIL", "cache", f"{cache.path}: {exc.strerror}")]
+    plural = "y" if count == 1 else "ies"
+    return [Check("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
+
+
+def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
         Check("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
         *startup_file_checks(),
-        *environment_checks(argv, hook_ran),
+        *environment_checks(opts.training),
     ]
     colours = {"ok": "green", "note": "yellow", "FAIL": "red"}
     for check in checks:

@@ -1,5 +1,5 @@
 """``explain``: the lanes, why each is (or is not) counted, Q, and what the hook
-would do here. Every reason is read from what the model derived."""
+would do here. It formats the model's lane table; it derives nothing itself."""
 
 from __future__ import annotations
 
@@ -7,70 +7,91 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TextIO
 
-from .. import _decision as env
-from .._launch import ConfigError, config_file_arg
-from .._model import ALL_LANES
-from .._rocm import detect
-from . import describe, fail, hook_outcome, recommendation
+from .._config import ConfigError
+from .._decision import (
+    HIP_DEFAULT_QUEUES,
+    QUEUES,
+    SWITCH,
+    explicit_problem,
+    explicit_queues,
+    switch,
+)
+from .._model import FACT_KEYS
+from ._common import Reading, describe, fail, rocm, training_environ
 from .term import row
 
 if TYPE_CHECKING:
     import argparse
 
-    from .._launch import Value
+    from .._config import Value
     from .._model import Recommendation
 
+ALWAYS = {
+    "compute": "always: the step's own kernels",
+    "all_reduce": "always: PR #4032 counts one all-reduce stream",
+}
 
-def run_explain(opts: argparse.Namespace, out: TextIO) -> int:
-    training: list[str] = opts.training
-    world_size = opts.world_size
-    if world_size is not None and world_size < 1:
-        return fail(f"--world-size {world_size}: must be >= 1")
+
+def run(opts: argparse.Namespace, out: TextIO) -> int:
+    json_out = out if opts.json else None
+    explicit = explicit_queues(os.environ)
+    if opts.export and explicit is not None:
+        problem = explicit_problem(explicit)
+        if problem is not None:
+            return fail(f"{problem}; nothing to export")
     try:
-        rec, source = recommendation(training, world_size)
+        environ = training_environ(opts.world_size)
+        reading = Reading(opts.training, environ, use_cache=not opts.no_cache)
+        # The launch's own errors first (evaluating it, for --module), then
+        # what the hook decides with that same evaluation.
+        rec = reading.rec
+        source = reading.source
+        outcome = reading.hook_outcome()
     except ConfigError as exc:
-        return fail(str(exc))
-    # For a --module launch the hook would evaluate this very config: reuse it.
-    outcome = hook_outcome(training, lambda *_: (rec.queues, rec.lanes))
-    verdict = detect(sys.path, os.environ)
-    current = os.environ.get(env.QUEUES)
-    explicit = env.explicit_queues(os.environ)
+        return fail(str(exc), json_out)
+    verdict = rocm()
+    current = os.environ.get(QUEUES)
     if opts.json:
-        doc = as_json(rec, source=source, world_size=world_size)
-        doc["config_file"] = config_file_arg(training)
+        doc = as_json(rec, source=source)
+        doc["evaluation"] = reading.found or None
         doc["environment"] = {
             "rocm": verdict.rocm,
             "rocm_evidence": verdict.evidence,
             "gpu_max_hw_queues": current or None,
             "explicit": explicit is not None,
-            "opted_out": env.switch(os.environ) == "off",
+            "opted_out": switch(os.environ) == "off",
             "hook": describe(outcome),
         }
         out.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    text = as_text(
-        rec,
-        source=source,
-        world_size=world_size,
-        environment={
-            "ROCm": ("yes: " if verdict.rocm else "no: ") + verdict.evidence,
-            env.QUEUES: (
-                "unset" if not current
-                else f"{current} (explicit: the hook leaves it)" if explicit
-                else f"{current} (set by rocm-hwq-autoset)"
-            ),
-            env.SWITCH: os.environ.get(env.SWITCH, "unset"),
-            "the hook": describe(outcome),
-        },
-    )  # fmt: skip
-    if opts.export:
-        sys.stderr.write(text)
-        out.write(f"export {env.QUEUES}={rec.queues}\n")
+    if not current:
+        queues = "unset"
+    elif explicit is None:
+        queues = f"{current} (set by rocm-hwq-autoset)"
+    elif explicit_problem(explicit):
+        queues = f"{current!r} (explicit, but HIP cannot use it)"
     else:
+        queues = f"{current} (explicit: the hook leaves it)"
+    environment = {
+        "ROCm": ("yes: " if verdict.rocm else "no: ") + verdict.evidence,
+        QUEUES: queues,
+        SWITCH: os.environ.get(SWITCH, "unset"),
+        "the hook": describe(outcome),
+    }
+    text = as_text(rec, source=source, found=reading.found,
+                   environment=environment)  # fmt: skip
+    if not opts.export:
         out.write(text)
+        return 0
+    sys.stderr.write(text)
+    if explicit is not None:
+        sys.stderr.write(
+            f"\n{QUEUES}={explicit} is set explicitly: exported as it is,"
+            " as the hook leaves it\n"
+        )
+    out.write(f"export {QUEUES}={explicit or rec.queues}\n")
     return 0
 
 
@@ -86,122 +107,103 @@ def toml_value(value: Value) -> str:
 
 
 def reasons(rec: Recommendation) -> dict[str, str]:
-    """For every lane of the model, why it is counted, or why not."""
-    s, job = rec.settings, rec.inputs
-
-    def show(key: str) -> str:
-        return f"{key} = {toml_value(s[key].value)} ({s[key].source})"
-
-    overlap = show("compile.enable_fsdp_ag_rs_overlap")
-    fsdp = _fsdp(rec, show)
-    moe = _moe(rec)
-    ep = show("parallelism.expert_parallel_degree")
-    graph = _cudagraph(rec, show)
-    why = {
-        "compute": "always: the step's own kernels",
-        "all_reduce": "always: PR #4032 counts one all-reduce stream",
-        "expert_comm": f"{moe}; {ep}"
-        if job.moe and job.expert_parallel_degree > 1
-        else moe
-        if not job.moe
-        else f"{moe}, but {ep}: no expert parallelism",
+    """For every lane of the model, why it is counted, or why not: the facts
+    the model says decided it, in words."""
+    return {
+        lane.name: "; ".join(fact(rec, name) for name in lane.facts)
+        or ALWAYS[lane.name]
+        for lane in rec.table
     }
-    if not job.dp_shard_active:
-        for lane in ("dense_all_gather", "reduce_scatter", "fsdp_comm"):
-            why[lane] = fsdp
-    elif job.fsdp_ag_rs_overlap:
-        why["dense_all_gather"] = why["reduce_scatter"] = f"{fsdp}; {overlap}"
-        why["fsdp_comm"] = f"split into dense_all_gather and reduce_scatter: {overlap}"
-    else:
-        why["fsdp_comm"] = f"{fsdp}; {overlap}"
-        why["dense_all_gather"] = why["reduce_scatter"] = (
-            f"one fsdp_comm lane instead: {overlap}"
-        )
-    for lane, name, what in (
-        ("tp_all_gather", "tensor", job.tensor_parallel_degree),
-        ("cp_all_gather", "context", job.context_parallel_degree),
-    ):
-        text = show(f"parallelism.{name}_parallel_degree")
-        why[lane] = text if what > 1 else f"{text}: no {name} parallelism"
-    if job.cudagraph and job.fsdp_ag_rs_overlap:
-        why["cudagraph_capture"] = f"{graph}; not counted with {overlap}, as in the PR"
-    else:
-        why["cudagraph_capture"] = graph
-    return why
 
 
-def _fsdp(rec: Recommendation, show: Callable[[str], str]) -> str:
-    key = "parallelism.data_parallel_shard_degree"
-    text = show(key)
-    job = rec.inputs
-    state = "FSDP on" if job.dp_shard_active else "FSDP off"
-    if rec.settings[key].value != -1:
-        return f"{state}: {text}"
-    if job.dp_shard_degree is None:
-        return f"{state}: {text}, world size unknown (as in PR #4032)"
+def fact(rec: Recommendation, name: str) -> str:
+    """One fact of the lane table, with the settings it read."""
+    on = rec.facts[name]
+    shown = [_show(rec, key) for key in FACT_KEYS[name]]
+    if name == "fsdp":
+        return f"FSDP {'on' if on else 'off'}: {shown[0]}{_resolution(rec)}"
+    if name == "moe":
+        return _moe(rec)
+    if name == "cudagraph":
+        keys = FACT_KEYS[name]
+        # compile.passes (the TOML era's compiler_toolkit) only where it was set
+        shown = [
+            s for k, s in zip(keys, shown) if k != "compile.passes" or _set(rec, k)
+        ]
+        return f"cudagraph {'on' if on else 'off'}: " + ", ".join(shown)
+    if name in ("expert", "tensor", "context") and not on:
+        return f"{shown[0]}: no {name} parallelism"
+    return shown[0]
+
+
+def _show(rec: Recommendation, key: str) -> str:
+    setting = rec.settings.get(key)
+    if setting is None:
+        return key
+    return f"{key} = {toml_value(setting.value)} ({setting.source})"
+
+
+def _set(rec: Recommendation, key: str) -> bool:
+    setting = rec.settings.get(key)
+    return setting is not None and setting.source != "default"
+
+
+def _resolution(rec: Recommendation) -> str:
+    inputs = rec.inputs
+    if inputs.dp_shard != -1:
+        return ""
+    if rec.dp_shard is None:
+        return ", world size unknown (as in PR #4032)"
     parts = "*".join(
-        str(rec.settings[f"parallelism.{name}_degree"].value)
-        for name in ("data_parallel_replicate", "context_parallel", "tensor_parallel",
-                     "pipeline_parallel")
-    )  # fmt: skip
-    return (
-        f"{state}: {text} resolves to {job.dp_shard_degree} = WORLD_SIZE // ({parts})"
+        str(d) for d in (inputs.dp_replicate, inputs.cp, inputs.tp, inputs.pp)
     )
+    return f" resolves to {rec.dp_shard} = WORLD_SIZE // ({parts})"
 
 
 def _moe(rec: Recommendation) -> str:
-    job = rec.inputs
-    name, flavor = rec.settings["model.name"].value, rec.settings["model.flavor"].value
-    kind = "MoE" if job.moe else "dense"
-    if job.moe_from == "traverse":
-        has = "has" if job.moe else "has no"
+    inputs = rec.inputs
+    kind = "MoE" if inputs.moe else "dense"
+    if inputs.moe_from == "traverse":
+        has = "has" if inputs.moe else "has no"
         return f"the model {has} MoE layers (model_spec.model.traverse(MoE.Config))"
-    if job.moe_from == "given":
+    if inputs.moe_from == "given":
         return f"the model is {kind} (as given)"
+    name = rec.settings["model.name"].value
+    flavor = rec.settings["model.flavor"].value
     label = f"model {name} ({flavor})"
-    if job.moe_from == "table":
+    if inputs.moe_from == "table":
         return f"{label} is {kind}"
-    if job.moe:
+    if inputs.moe:
         return f"{label} is not in the model table: counted MoE by its expert degree"
     return f"{label} is not in the model table and has no expert parallelism: dense"
-
-
-def _cudagraph(rec: Recommendation, show: Callable[[str], str]) -> str:
-    parts = [show("compile.enable_passes"), show("compile.disable_passes")]
-    if rec.settings["compile.passes"].source != "default":
-        parts.append(show("compile.passes"))
-    state = "cudagraph on" if rec.inputs.cudagraph else "cudagraph off"
-    return f"{state}: " + ", ".join(parts)
 
 
 def as_text(
     rec: Recommendation,
     *,
     source: str,
-    world_size: int | None,
-    environment: Mapping[str, str],
+    found: str,
+    environment: dict[str, str],
 ) -> str:
     """The human report: lanes with their causes, Q, and what the hook would do."""
     why = reasons(rec)
-    out = [
-        row("config", source),
-        row(
-            "world size", str(world_size) if world_size else "unknown (--world-size N)"
-        ),
-        "",
-        "GPU streams counted:",
-    ]
-    out += [row(lane, why[lane], indent=2) for lane in rec.lanes]
-    absent = [lane for lane in ALL_LANES if lane not in rec.lanes]
+    world = str(rec.world_size) if rec.world_size else "unknown (--world-size N)"
+    out = [row("config", source)]
+    if found:
+        out.append(row("evaluation", found))
+    out += [row("world size", world), "", "GPU streams counted:"]
+    out += [row(lane.name, why[lane.name], indent=2)
+            for lane in rec.table if lane.counted]  # fmt: skip
+    absent = [lane for lane in rec.table if not lane.counted]
     if absent:
         out += ["", "not counted:"]
-        out += [row(lane, why[lane], indent=2) for lane in absent]
+        out += [row(lane.name, why[lane.name], indent=2) for lane in absent]
     out += [
         "",
         textwrap.fill(
-            f"{env.QUEUES}={rec.queues}  ({len(rec.lanes)} streams, rounded up to"
+            f"{QUEUES}={rec.queues}  ({len(rec.lanes)} streams, rounded up to"
             f" a power of two as PR #4032 does; HIP's default:"
-            f" {env.HIP_DEFAULT_QUEUES})",
+            f" {HIP_DEFAULT_QUEUES})",
             79, subsequent_indent="  ", break_long_words=False,
         ),
         "",
@@ -211,16 +213,26 @@ def as_text(
     return "\n".join(out) + "\n"
 
 
-def as_json(
-    rec: Recommendation, *, source: str, world_size: int | None
-) -> dict[str, object]:
+def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
+    why = reasons(rec)
     return {
         "queues": rec.queues,
         "lanes": list(rec.lanes),
         "streams": len(rec.lanes),
         "config": source,
-        "world_size": world_size,
+        "world_size": rec.world_size,
+        "dp_shard_resolved": rec.dp_shard,
         "inputs": rec.inputs.as_dict(),
+        "facts": rec.facts,
+        "table": [
+            {
+                "lane": lane.name,
+                "counted": lane.counted,
+                "facts": list(lane.facts),
+                "why": why[lane.name],
+            }
+            for lane in rec.table
+        ],
         "settings": {
             key: {
                 "value": list(s.value) if isinstance(s.value, tuple) else s.value,
@@ -228,5 +240,5 @@ def as_json(
             }
             for key, s in rec.settings.items()
         },
-        "reasons": reasons(rec),
+        "reasons": why,
     }

@@ -28,6 +28,12 @@ GPU_WORK = ("kernel", "memcpy", "memset")
 
 _WHITESPACE = " \t\r\n"
 _DECODER = json.JSONDecoder()
+#: How a top-level JSON value other than an object or an array can start.
+_SCALAR_STARTS = '"-0123456789tfn'
+_JSON_NAMES = {"str": "string", "int": "number", "float": "number",
+               "bool": "boolean", "NoneType": "null"}  # fmt: skip
+NOT_A_TRACE = "JSON, but not a profiler trace"
+NO_ACTIVITY = "no GPU activity"
 
 
 class _Window:
@@ -108,7 +114,19 @@ def events(raw: IO[bytes]) -> Iterator[Any]:
         yield from window.array("the event array")
         return
     if first != "{":
-        raise TraceError("not JSON" if first else "empty file")
+        if not first:
+            raise TraceError("empty file")
+        if not first.isprintable():
+            raise TraceError("binary data, not JSON text")
+        if first not in _SCALAR_STARTS:
+            raise TraceError("not JSON")
+        try:
+            kind = type(window.value()).__name__
+        except TraceError:
+            raise TraceError("not JSON") from None
+        if window.peek():  # "42abc": a number, then something else
+            raise TraceError("not JSON")
+        raise TraceError(f"{NOT_A_TRACE}: a JSON {_JSON_NAMES.get(kind, kind)}")
     window.pos += 1
     found = False
     while window.peek() != "}":
@@ -126,7 +144,7 @@ def events(raw: IO[bytes]) -> Iterator[Any]:
         elif window.peek() != "}":
             raise TraceError(f"invalid or truncated JSON after {key!r}")
     if not found:
-        raise TraceError("no traceEvents: JSON, but not a profiler trace")
+        raise TraceError(f"{NOT_A_TRACE}: an object without traceEvents")
 
 
 def open_trace(path: str) -> IO[bytes]:
@@ -135,31 +153,60 @@ def open_trace(path: str) -> IO[bytes]:
         raw = open(path, "rb")  # noqa: SIM115 - handed to the caller
     except OSError as exc:
         raise TraceError(exc.strerror or type(exc).__name__) from None
-    if raw.read(2) == b"\x1f\x8b":
+    if raw.read(2) == GZIP_MAGIC:
         raw.seek(0)
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     raw.seek(0)
     return raw
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def count_streams(path: str) -> dict[tuple[Any, Any], set[Any]]:
     """The GPU streams that ran work (kernel, memcpy, memset) or that the trace
     names as ``stream N`` lanes, per pool: ``(device, priority)``, the priority
-    None where the trace does not give one."""
+    None where the trace does not give one. ``TraceError`` says what the file
+    is when it is no profiler trace, or one with no GPU activity."""
     per_device: dict[Any, dict[Any, Any]] = {}
     stream = open_trace(path)
+    gzipped = isinstance(stream, gzip.GzipFile)
+    traced = worked = False
+    values = 0
     try:
         for event in events(stream):
+            values += 1
+            if isinstance(event, dict) and "ph" in event:
+                traced = True
             found = _gpu_stream(event)
             if found is not None:
-                device, lane, priority = found
+                device, lane, priority, work = found
+                worked = worked or work
                 streams = per_device.setdefault(device, {})
                 if priority is not None or lane not in streams:
                     streams[lane] = priority
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise TraceError(_what("binary data, not JSON text", path, gzipped)) from None
+    except gzip.BadGzipFile:
+        raise TraceError("not gzip data after a gzip header (damaged?)") from None
+    except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"unreadable: {exc}") from None
+    except TraceError as exc:
+        raise TraceError(_what(str(exc), path, gzipped)) from None
     finally:
         stream.close()
+    if not values:
+        raise TraceError(f"{NO_ACTIVITY}: a trace with no events")
+    if not traced:
+        plural = "" if values == 1 else "s"
+        raise TraceError(
+            f"{NOT_A_TRACE}: its event list holds {values} value{plural} and no"
+            ' trace event (an object with "ph")'
+        )
+    if not worked:
+        raise TraceError(
+            f"{NO_ACTIVITY}: no kernel, memcpy or memset events (a CPU-only trace?)"
+        )
     pools: dict[tuple[Any, Any], set[Any]] = {}
     for device, streams in per_device.items():
         for lane, priority in streams.items():
@@ -167,8 +214,15 @@ def count_streams(path: str) -> dict[tuple[Any, Any], set[Any]]:
     return pools
 
 
-def _gpu_stream(event: Any) -> tuple[Any, Any, Any] | None:
-    """``(device, stream, priority or None)`` of an event on a GPU stream."""
+def _what(problem: str, path: str, gzipped: bool) -> str:
+    if path.endswith(".gz") and not gzipped:
+        return f"named .gz but not gzip-compressed, and {problem}"
+    return problem
+
+
+def _gpu_stream(event: Any) -> tuple[Any, Any, Any, bool] | None:
+    """``(device, stream, priority or None, is GPU work)`` of an event on a GPU
+    stream: work on it, or the metadata naming it."""
     if not isinstance(event, dict):
         return None
     phase = event.get("ph")
@@ -187,6 +241,7 @@ def _gpu_stream(event: Any) -> tuple[Any, Any, Any] | None:
                 _key(args["device"]),
                 _key(args["stream"]),
                 None if priority is None else _key(priority),
+                True,
             )
     elif phase == "M" and event.get("name") == "thread_name":
         name = args.get("name")
@@ -198,6 +253,7 @@ def _gpu_stream(event: Any) -> tuple[Any, Any, Any] | None:
                 _key(event.get("pid")),
                 _key(tid if tid is not None else number),
                 None,
+                False,
             )
     return None
 

@@ -13,10 +13,16 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import _decision as env
-from .._launch import ConfigError
+from .._config import ConfigError
+from .._decision import (
+    HIP_DEFAULT_QUEUES,
+    QUEUES,
+    explicit_problem,
+    explicit_queues,
+    positive_int,
+)
 from .._model import queues_for
-from . import fail, recommendation
+from ._common import Reading, fail, training_environ
 from .term import paint
 from .traces import TraceError, count_streams
 
@@ -25,44 +31,50 @@ if TYPE_CHECKING:
 
 
 def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
-    """Q from --queues, else the training args, else the environment, else HIP's
-    default; with where it came from."""
+    """Q from --queues, else the training arguments, else the environment, else
+    HIP's default; with where it came from. ``ConfigError`` for a Q that HIP
+    cannot use."""
     if opts.queues is not None:
+        if opts.queues < 1:
+            raise ConfigError(f"{opts.queues} must be >= 1", "--queues")
         return opts.queues, "--queues"
     if opts.training:
-        rec, _ = recommendation(opts.training)
-        return rec.queues, "the training arguments (as explain computes it)"
-    value = env.positive_int(os.environ.get(env.QUEUES, ""))
-    if value is not None:
-        return value, f"{env.QUEUES} in the environment"
-    return env.HIP_DEFAULT_QUEUES, f"HIP's default ({env.QUEUES} unset)"
+        reading = Reading(opts.training, training_environ(None))
+        return reading.rec.queues, "the training arguments (as explain computes it)"
+    value = os.environ.get(QUEUES, "")
+    if not value:  # HIP reads an empty value as unset
+        return HIP_DEFAULT_QUEUES, f"HIP's default ({QUEUES} unset)"
+    queues = positive_int(value)
+    if queues is None:  # explicit or not: never taken for HIP's default
+        raise ConfigError(f"{explicit_problem(value)}; give --queues N")
+    who = "set explicitly" if explicit_queues(os.environ) else "set by rocm-hwq-autoset"
+    return queues, f"{QUEUES} in the environment ({who})"
 
 
-def run_verify(opts: argparse.Namespace, out: TextIO) -> int:
+def run(opts: argparse.Namespace, out: TextIO) -> int:
+    json_out = out if opts.json else None
     if not opts.traces:
-        return fail("verify needs at least one TRACE")
-    if opts.queues is not None and opts.queues < 1:
-        return fail(f"--queues {opts.queues}: must be >= 1")
+        return fail("verify needs at least one TRACE", json_out)
     try:
         queues, source = queues_and_source(opts)
     except ConfigError as exc:
-        return fail(str(exc))
+        return fail(str(exc), json_out)
     reports: list[dict[str, Any]] = []
     for path in opts.traces:
         try:
             pools = count_streams(path)
         except TraceError as exc:
-            return fail(f"{path}: {exc}")
+            return fail(f"{path}: {exc}", json_out)
         # One pool per device and priority; the widest decides.
-        devices = {_label(pool): len(streams) for pool, streams in sorted(
-            pools.items(), key=lambda item: str(item[0]))}  # fmt: skip
-        streams = max(devices.values(), default=0)
+        devices = {_label(pool): len(streams)
+                   for pool, streams in sorted(pools.items(), key=_order)}  # fmt: skip
+        streams = max(devices.values())
         reports.append({
             "path": path,
             "streams": streams,
             "devices": devices,
             "needed": streams,
-            "pr_recommends": queues_for(streams) if streams else 0,
+            "power_of_two": queues_for(streams),
             "queues": queues,
             "ok": streams <= queues,
         })  # fmt: skip
@@ -79,15 +91,27 @@ def run_verify(opts: argparse.Namespace, out: TextIO) -> int:
         plural = "" if r["streams"] == 1 else "s"
         out.write(
             f"{status}  {r['path']}: at most {r['streams']} GPU stream{plural}"
-            f" per device ({listed or 'no GPU work'}): needs Q >= {r['needed']}"
-            f" (PR #4032 would set {r['pr_recommends']})\n"
+            f" per device ({listed}): needs Q >= {r['needed']} (rounded up to"
+            f" a power of two as PR #4032 rounds its lanes: {r['power_of_two']})\n"
         )
     if not all_ok:
         out.write(
             "short: a device ran more streams than Q, so some shared a hardware"
-            f" queue; raise {env.QUEUES} or check the config\n"
+            f" queue; raise {QUEUES} or check the config\n"
         )
     return 0 if all_ok else 1
+
+
+def _order(item: tuple[tuple[Any, Any], object]) -> tuple[object, ...]:
+    """Devices in order (numbers before names), each with its default pool
+    (no priority given) first, then its priorities in order."""
+    device, priority = item[0]
+    return (*_sortable(device), priority is not None, *_sortable(priority))
+
+
+def _sortable(value: Any) -> tuple[bool, int, str]:
+    number = isinstance(value, int)
+    return (not number, value if number else 0, "" if number else str(value))
 
 
 def _label(pool: tuple[object, object]) -> str:

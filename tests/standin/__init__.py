@@ -76,7 +76,9 @@ class ConfigManager:
             section, _, name = flag.replace("-", "_").partition(".")
             negate = name.startswith("no_")
             name = name[3:] if negate else name
-            holder = getattr(config, section)
+            holder = getattr(config, section, None)
+            if not hasattr(holder, name):
+                _reject(f"Unrecognized options: {rest[i]}")
             old = getattr(holder, name)
             if isinstance(old, bool) and not eq:
                 setattr(holder, name, not negate)
@@ -134,6 +136,11 @@ from torchtitan.experiments.graph_trainer import trainer_config
 
 def graph_trainer_deepseek_v3_debugmodel():
     return trainer_config("deepseek_v3", "debugmodel", moe=True)
+""",
+    # A torchtitan program that imports nothing and starts nothing.
+    "torchtitan/noop.py": """
+import json
+print(json.dumps(None))
 """,
     "torchtitan/train.py": """
 import json, os, sys

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROCM_VERSION_PY, Venv, fake_torch
+from ..helpers import ROCM_VERSION_PY, Venv, fake_torch
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from .helpers import (
+from ..helpers import (
     CUDA_VERSION_PY,
     EDITABLE_PYTHONS,
     LINE,
@@ -24,7 +24,7 @@ from .helpers import (
     Venv,
     fake_torch,
 )
-from .helpers import JOB as JOB_BYTES
+from ..helpers import JOB as JOB_BYTES
 
 pytestmark = pytest.mark.e2e
 
@@ -227,7 +227,7 @@ def test_bad_config_is_one_warning(venv: Venv, world: World) -> None:
     seen, err = start(venv, world, ["--job.config_file", str(bad)], torch=world.rocm)
     assert seen["queues"] is None
     assert err == (
-        f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree = 'two'"
+        f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree: 'two'"
         " is not an integer; GPU_MAX_HW_QUEUES left unset\n"
     )
 
@@ -273,8 +273,9 @@ def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
 #: the decision, reading the inputs, the model, detection. Each costs ~0.3 M
 #: instructions before it does anything (benchmarks/startup_instructions.py).
 TOML_LAUNCH_MODULES = [
-    "rocm_hwq_autoset", "rocm_hwq_autoset._decision", "rocm_hwq_autoset._launch",
-    "rocm_hwq_autoset._model", "rocm_hwq_autoset._rocm",
+    "rocm_hwq_autoset", "rocm_hwq_autoset._argv", "rocm_hwq_autoset._config",
+    "rocm_hwq_autoset._decision", "rocm_hwq_autoset._hook", "rocm_hwq_autoset._model",
+    "rocm_hwq_autoset._rocm",
 ]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_hwq_autoset import ConfigError
-from rocm_hwq_autoset._launch import read_small_file
+from rocm_hwq_autoset._config import read_small_file
 
 
 def test_regular_file(tmp_path: Path) -> None:

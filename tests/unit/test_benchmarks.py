@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT
+from ..helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _venvs

@@ -8,7 +8,7 @@ import pytest
 
 from rocm_hwq_autoset._rocm import detect, torch_hip_version
 
-from .helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
 
 @pytest.mark.parametrize(

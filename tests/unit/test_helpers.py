@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .helpers import require_index
+from ..helpers import require_index
 
 
 def unreachable_index_output() -> str:

@@ -7,7 +7,17 @@ import types
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
-from rocm_hwq_autoset._launch import Setting, parse_toml
+from rocm_hwq_autoset._config import (
+    FIELDS,
+    Setting,
+    check_near_misses,
+    edits_within,
+    merge,
+    near_miss,
+    parse_toml,
+    settings_from_json,
+    settings_to_json,
+)
 
 TABLES = b"""
 [model]
@@ -90,15 +100,17 @@ def test_dp_shard_minus_one_resolves_like_parallel_dims(
         }
     }
     rec = recommend(config, world_size=world)
-    assert rec.inputs.dp_shard_active is active
+    assert rec.facts["fsdp"] is active
     assert ("fsdp_comm" in rec.lanes) is active
+    if world is not None:
+        assert rec.dp_shard == world // (tp * pp * replicate)
 
 
 def test_explicit_dp_shard_ignores_world_size() -> None:
     config = {"parallelism": {"data_parallel_shard_degree": 1}}
-    assert not recommend(config, world_size=64).inputs.dp_shard_active
+    assert not recommend(config, world_size=64).facts["fsdp"]
     config = {"parallelism": {"data_parallel_shard_degree": 4}}
-    assert recommend(config, world_size=4).inputs.dp_shard_active
+    assert recommend(config, world_size=4).facts["fsdp"]
 
 
 @pytest.mark.parametrize(
@@ -124,11 +136,17 @@ def test_cudagraph(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (b"parallelism = 3", "not a table"),
-        (b"[parallelism]\ntensor_parallel_degree = '2'", "is not an integer"),
+        (b"parallelism = 3", "^parallelism: a int, not a table$"),
+        (
+            b"[parallelism]\ntensor_parallel_degree = '2'",
+            "^parallelism.tensor_parallel_degree: '2' is not an integer$",
+        ),
         (b"[parallelism]\ntensor_parallel_degree = 2.0", "is not an integer"),
         (b"[parallelism]\ntensor_parallel_degree = true", "is not an integer"),
-        (b"[parallelism]\ntensor_parallel_degree = 0", "must be >= 1"),
+        (
+            b"[parallelism]\ntensor_parallel_degree = 0",
+            "^parallelism.tensor_parallel_degree: 0 must be >= 1$",
+        ),
         (b"[parallelism]\nexpert_parallel_degree = -1", "must be >= 1"),
         (b"[parallelism]\ndata_parallel_shard_degree = -2", "must be -1 or >= 1"),
         (b"[compile]\nenable_passes = 'yes'", "is not true or false"),
@@ -142,6 +160,15 @@ def test_cudagraph(
 def test_bad_configs(text: bytes, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         recommend(parse_toml(text))
+
+
+def test_errors_name_the_file_for_its_values_and_the_flag_for_the_cli() -> None:
+    config = parse_toml(b"[parallelism]\ntensor_parallel_degree = 0")
+    with pytest.raises(ConfigError, match=r"^job\.toml: parallelism\.tensor_parallel"):
+        merge(config, {}, "job.toml")
+    too_low = {"parallelism.tensor_parallel_degree": 0}
+    with pytest.raises(ConfigError, match=r"^--parallelism\.tensor_parallel_degree: 0"):
+        merge(None, too_low, "job.toml")
 
 
 def test_a_cli_override_shadows_a_bad_toml_value() -> None:
@@ -184,6 +211,10 @@ def test_object_read_like_the_pr() -> None:
     # Without the override the model is unknown: ep > 1 makes it MoE.
     assert recommend(config).inputs.moe
     assert not recommend(config, is_moe=False).inputs.moe
+    with pytest.raises(ConfigError, match="is not a job config"):
+        recommend(42)
+    with pytest.raises(ConfigError, match="is not a job config"):
+        recommend("x")
 
 
 def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
@@ -193,3 +224,101 @@ def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
     assert parse_toml(at_limit)["k"]["k"]["k"]
     with pytest.raises(ConfigError, match="more than 256 dots; not a job config"):
         parse_toml(b".".join([b"k"] * 30_000) + b" = 1\n")  # 15 s in tomllib alone
+
+
+# Near misses: a key or section a typo away from one the model reads.
+
+#: torchtitan 0.2.2's fields (the last TOML-era release: ``JobConfig``) in the
+#: sections the model reads from: none is an edit or two away from one of ours.
+TORCHTITAN_0_2_FIELDS = {
+    "model": ["name", "flavor", "hf_assets_path", "tokenizer_path", "converters",
+              "print_after_conversion"],
+    "parallelism": [
+        "data_parallel_replicate_degree", "data_parallel_shard_degree",
+        "fsdp_reshard_after_forward", "tensor_parallel_degree",
+        "disable_loss_parallel", "enable_async_tensor_parallel",
+        "pipeline_parallel_degree", "module_fqns_per_model_part",
+        "pipeline_parallel_first_stage_less_layers",
+        "pipeline_parallel_last_stage_less_layers",
+        "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
+        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
+        "pipeline_parallel_expert_parallel_overlap", "context_parallel_degree",
+        "context_parallel_load_balancer", "context_parallel_rotate_method",
+        "expert_parallel_degree", "expert_tensor_parallel_degree",
+        "expert_parallel_comm_backend",
+    ],
+    "compile": ["enable", "components", "backend"],
+}  # fmt: skip
+
+
+def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
+    for section, names in TORCHTITAN_0_2_FIELDS.items():
+        for name in names:
+            assert near_miss(f"{section}.{name}") is None, name
+    check_near_misses(
+        {s: dict.fromkeys(n, 1) for s, n in TORCHTITAN_0_2_FIELDS.items()}
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "source", "meant"),
+    [
+        (b"[parallelism]\nexpert_paralel_degree = 2",
+         "parallelism.expert_paralel_degree", "parallelism.expert_parallel_degree"),
+        (b"[compile]\nenable_fsdp_ag_rs_overlapp = true",
+         "compile.enable_fsdp_ag_rs_overlapp", "compile.enable_fsdp_ag_rs_overlap"),
+        (b"[compile]\ndisabled_passes = []", "compile.disabled_passes",
+         "compile.disable_passes"),
+        (b"parallelism.tensor-parallel-degree = 2",
+         "parallelism.tensor-parallel-degree", "parallelism.tensor_parallel_degree"),
+        (b"[paralelism]\nx = 1", "[paralelism]", "[parallelism]"),
+        (b"[compiles]\nx = 1", "[compiles]", "[compile]"),
+    ],
+)  # fmt: skip
+def test_a_near_miss_is_refused_with_what_it_means(
+    text: bytes, source: str, meant: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        merge(parse_toml(text), {}, "job.toml")
+    assert caught.value.source == f"job.toml: {source}"
+    assert caught.value.reason.endswith(f"did you mean {meant}?")
+
+
+def test_a_custom_config_module_may_add_fields() -> None:
+    text = (
+        b"[job]\ncustom_config_module = 'x'\n[parallelism]\nexpert_paralel_degree = 2"
+    )
+    assert recommend(parse_toml(text)).queues == 4
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "limit", "within"),
+    [
+        ("abc", "abc", 0, True),
+        ("abc", "abd", 1, True),
+        ("abc", "abd", 0, False),
+        ("abc", "ab", 1, True),
+        ("abc", "a", 1, False),
+        ("abc", "a", 2, True),
+        ("kitten", "sitting", 2, False),
+        ("kitten", "sitting", 3, True),
+        ("", "ab", 2, True),
+        ("ab", "", 1, False),
+        ("abcdef", "badcfe", 2, False),
+    ],
+)
+def test_edits_within(a: str, b: str, limit: int, within: bool) -> None:
+    assert edits_within(a, b, limit) is within
+    assert edits_within(b, a, limit) is within
+
+
+def test_settings_round_trip_through_json() -> None:
+    settings = recommend(parse_toml(TABLES), argv=["--compile.passes=a,b"]).settings
+    assert settings_from_json(settings_to_json(settings)) == settings
+    for bad in (None, [], {"model.name": ["x", "TOML"]},
+                {**settings_to_json(settings), "model.name": ["x", "nowhere"]},
+                {**settings_to_json(settings), "model.name": [3, "TOML"]},
+                {**settings_to_json(settings), "model.name": "x"}):  # fmt: skip
+        with pytest.raises(ConfigError):
+            settings_from_json(bad)
+    assert set(settings_to_json(settings)) == set(FIELDS)

@@ -15,9 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._argv import cli_overrides, config_file_arg, find_launch
 from rocm_hwq_autoset._cli import traces as _traces
 from rocm_hwq_autoset._cli.traces import TraceError
-from rocm_hwq_autoset._launch import FIELDS, cli_overrides, config_file_arg, parse_toml
+from rocm_hwq_autoset._config import FIELDS, parse_toml
+from rocm_hwq_autoset._decision import Outcome, Pending, decide
+from rocm_hwq_autoset._rocm import Verdict
 
 settings.register_profile("ci", max_examples=300, deadline=None)
 settings.register_profile(
@@ -70,12 +73,61 @@ SECTIONS = st.dictionaries(
 
 @given(ARGV)
 def test_argv_reader_raises_only_config_error(argv: list[str]) -> None:
-    config_file_arg(argv)
+    with contextlib.suppress(ConfigError):
+        config_file_arg(argv)
     try:
         overrides = cli_overrides(argv)
-    except ConfigError:
+    except ConfigError as exc:
+        error = str(exc)
+    else:
+        assert set(overrides) <= set(FIELDS)
         return
-    assert set(overrides) <= set(FIELDS)
+    assert "\n" not in error
+
+
+PROGRAMS = st.sampled_from(
+    [["train.py"], ["-m"], ["-c"], ["/venv/bin/torchrun", "--standalone", "-m",
+     "torchtitan.train"], ["/x/torchtitan/train.py"], ["/venv/bin/rocm-hwq-autoset"],
+     [""]]
+)  # fmt: skip
+ORIGS = st.sampled_from(
+    [
+        [],
+        ["python", "-m", "torchtitan.train"],
+        ["python", "-m", "torch.distributed.run"],
+    ]
+)
+ENVIRON = st.dictionaries(
+    st.sampled_from(["ROCM_HWQ_AUTOSET", "GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN",
+                     "ROCM_HWQ_AUTOSET_INPUTS", "WORLD_SIZE", "LOCAL_RANK",
+                     "ROCM_HWQ_AUTOSET_TIMEOUT", "ROCM_HWQ_AUTOSET_LOG"]),
+    st.one_of(VALUES, st.sampled_from(["force", "8 --module", "unset --module",
+                                       "4 job.config_file", "off"])),
+    max_size=5,
+)  # fmt: skip
+
+
+@given(PROGRAMS, ORIGS, ARGV, ENVIRON, SECTIONS)
+def test_the_decision_is_total(
+    program: list[str], orig: list[str], argv: list[str],
+    environ: dict[str, str], config: dict[str, Any],
+) -> None:  # fmt: skip
+    """Whatever the environment and the command line: an outcome or a pending
+    launch, never an exception, and one line to say it."""
+    full = [*program, *argv]
+    result = decide(
+        environ, full, [*orig, *argv] if orig else [],
+        rocm=lambda: Verdict(True, "test"), read_toml=lambda path: config,
+    )  # fmt: skip
+    if isinstance(result, Pending):
+        assert result.launch.form == "module"
+        assert find_launch(full, [*orig, *argv] if orig else []) is not None
+        return
+    assert isinstance(result, Outcome)
+    assert "\n" not in result.message
+    if result.queues is not None:
+        assert result.queues in (2, 4, 8)
+        assert result.marker is not None
 
 
 @given(SECTIONS, ARGV, st.one_of(st.none(), st.integers(1, 4096)))
@@ -145,10 +197,16 @@ def test_trace_reader_matches_json_load(
     path.write_text(json.dumps(doc, indent=indent, ensure_ascii=False))
     monkeypatch.setattr(_traces, "CHUNK", chunk)
     expected: dict[Any, set[Any]] = {}
+    work = False
     for event in events:
         found = _traces._gpu_stream(event)
         if found is not None:
             expected.setdefault((found[0], found[2]), set()).add(found[1])
+            work = work or found[3]
+    if not work:  # a trace with no GPU work says so
+        with pytest.raises(TraceError):
+            _traces.count_streams(str(path))
+        return
     assert _traces.count_streams(str(path)) == expected
 
 

@@ -1,4 +1,5 @@
-"""The cheap check in the .pth line and in the PEP 829 entry point agree."""
+"""The gate: the cheap check in the .pth line and in the PEP 829 entry point
+agree, and agree with the decision's reading of the switch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
 START = (ROOT / "rocm_hwq_autoset.start").read_text()
 
@@ -21,6 +22,7 @@ CASES = [
     ({}, ["x.py", "--module", "llama3"], True),  # the hook checks for torchtitan
     ({}, ["x.py", "job.config_file"], False),
     ({}, ["x.py", "foo--job.config_file"], False),  # the .pth passes it, start() not
+    ({}, ["x.py", "--modules"], True),  # cheap check; the hook decides
     ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], False),
     ({"ROCM_HWQ_AUTOSET": " OFF "}, ["x", "--job.config_file", "a"], False),
     ({"ROCM_HWQ_AUTOSET": "force"}, ["x", "--job.config_file", "a"], True),
@@ -30,8 +32,8 @@ PROBE = """
 import json, os, sys
 sys.argv = json.loads(os.environ["PROBE_ARGV"])
 called = []
-import rocm_hwq_autoset as startup
-startup.run = lambda: called.append("run")
+import rocm_hwq_autoset._hook as hook
+hook.run = lambda: called.append("run")
 if os.environ["PROBE_MODE"] == "pth":
     exec(os.environ["PROBE_PTH"])
 else:
@@ -79,3 +81,18 @@ def test_entry_module_imports_only_os_and_sys() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert out.stdout.strip() == "['rocm_hwq_autoset']"
+
+
+def test_the_three_readers_of_the_switch_agree() -> None:
+    """The .pth line, the gate and the decision each read the switch (the first
+    two before importing anything): the same off values in all three."""
+    from rocm_hwq_autoset import may_be_launch
+    from rocm_hwq_autoset._decision import OFF_VALUES, switch
+
+    assert str(OFF_VALUES).replace(" ", "") in PTH_LINE.replace(" ", "").replace(
+        '"', "'"
+    )
+    for value in [*OFF_VALUES, "1", "force", "bogus", ""]:
+        environ = {"ROCM_HWQ_AUTOSET": f" {value.upper()} "}
+        gate = may_be_launch(["x", "--module"], environ)
+        assert gate is (switch(environ) != "off"), value

@@ -1,14 +1,13 @@
-"""torchtitan's ``--module``/``--config`` form, with a stand-in torchtitan:
-``explain`` evaluates the config as torchtitan does; at start-up the hook
-evaluates it once per launch in a child interpreter, never in the training
-process, and never again in the workers."""
+"""torchtitan's ``--module``/``--config`` form end to end, with a stand-in
+torchtitan: real interpreters from a venv with the wheel installed; at start-up
+the hook evaluates the config once per launch in a child interpreter, never in
+the training process, and never again in the workers."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,168 +15,21 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._launch import find_launch
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch
+from ..standin import write_recipes, write_standin
 
-from .helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch
-from .standin import write_recipes, write_standin
+pytestmark = pytest.mark.e2e
 
 DS = ["--module", "graph_trainer.deepseek_v3", "--config",
       "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
 LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmodel"]
 
 
-@pytest.mark.parametrize(
-    ("argv", "orig_argv", "args", "in_process"),
-    [
-        (["--nproc_per_node=8", "-m", "torchtitan.train", *DS], [], DS, False),
-        (DS, ["python", "-u", "-m", "torchtitan.train", *DS], DS, True),
-        (["-m", "torchtitan.train", "--module", "x"], [], None, None),  # no --config
-        (["prog.py", *DS], ["python", "prog.py", *DS], None, None),  # not torchtitan
-    ],
-)
-def test_which_launches_are_torchtitan(
-    argv: list[str], orig_argv: list[str], args: list[str] | None,
-    in_process: bool | None,
-) -> None:  # fmt: skip
-    launch = find_launch(argv, orig_argv)
-    if args is None:
-        assert launch is None
-    else:
-        assert launch is not None and launch.config_file is None
-        assert list(launch.args) == args and launch.in_process is in_process
-
-
-def test_a_config_file_makes_a_toml_launch_in_any_program() -> None:
-    launch = find_launch(["prog.py", "--job.config_file", "x", *DS], [])
-    assert launch is not None and launch.config_file == "x"
-
-
-@pytest.fixture
-def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = write_standin(tmp_path / "standin")
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.syspath_prepend(str(write_recipes(tmp_path / "work")))
-    yield root
-    for name in [
-        m for m in sys.modules if m.split(".")[0] in ("torchtitan", "my_recipes")
-    ]:
-        del sys.modules[name]
-
-
-def explain_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    assert main(["explain", "--json", *args]) == 0
-    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return doc
-
-
-@pytest.mark.parametrize(
-    ("args", "lanes"),
-    [
-        (LLAMA, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
-        ([*LLAMA, "--compile.disable_passes", "cudagraph_pass"],
-         ["compute", "all_reduce", "fsdp_comm"]),
-        ([*LLAMA, "--compile.enable_fsdp_ag_rs_overlap"],
-         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter"]),
-        (DS, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
-        ([*DS, "--parallelism.expert_parallel_degree", "2"],
-         ["compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture"]),
-        ([*DS, "--parallelism.expert_parallel_degree=2",
-          "--compile.enable_fsdp_ag_rs_overlap"],
-         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter",
-          "expert_comm"]),
-        (["--module", "my_recipes", "--config", "dense_tp2",
-          "--parallelism.expert_parallel_degree", "2"],
-         ["compute", "all_reduce", "fsdp_comm", "tp_all_gather", "cudagraph_capture"]),
-    ],
-)  # fmt: skip
-def test_explain_evaluates_like_torchtitan(
-    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], lanes: list[str]
-) -> None:
-    doc = explain_json(capsys, *args)
-    assert doc["lanes"] == lanes
-    assert doc["queues"] == (8 if len(lanes) > 4 else 4)
-    assert "torch" not in sys.modules
-
-
-def test_explain_sources_and_model(
-    standin: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
-    settings = doc["settings"]
-    assert settings["parallelism.expert_parallel_degree"] == {
-        "value": 2,
-        "source": "CLI",
-    }
-    assert settings["compile.enable_passes"] == {"value": True, "source": "config"}
-    assert settings["model.name"] == {"value": "deepseek_v3", "source": "config"}
-    assert doc["inputs"]["moe"] is True
-
-
-def test_verify_evaluates_a_module_launch_as_explain_does(
-    standin: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    trace = tmp_path / "trace.json"
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": stream,
-               "ts": 0, "dur": 1, "args": {"device": 0, "stream": stream}}
-              for stream in range(5)]  # fmt: skip
-    trace.write_text(json.dumps({"traceEvents": events}))
-    args = [*DS, "--parallelism.expert_parallel_degree", "2"]
-    assert main(["verify", "--json", str(trace), *args]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["queues"] == 8  # the config's 5 lanes, not torchtitan's defaults
-    assert doc["queues"] == explain_json(capsys, *args)["queues"]
-
-
-def test_explain_world_size(standin: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = explain_json(capsys, "--world-size", "2", "--module", "my_recipes",
-                       "--config", "dense_tp2")  # fmt: skip
-    assert "fsdp_comm" not in doc["lanes"]  # 2 // tp 2 = 1
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (
-            [*LLAMA[:1], "--config", "nope"],
-            "could not build the config (AttributeError",
-        ),
-        (
-            ["--module", "nope", "--config", "x"],
-            "could not build the config (ImportError",
-        ),
-        (
-            [*LLAMA, "--compile.enable_passes", "False"],
-            "rejected the arguments: Unrecognized arguments: False",
-        ),
-    ],
-)
-def test_explain_errors(
-    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
-) -> None:
-    assert main(["explain", *args]) == 2
-    err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1
-
-
-def test_explain_without_torchtitan(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    blocker = tmp_path / "torchtitan"
-    blocker.mkdir()
-    (blocker / "__init__.py").write_text("raise ImportError('no torchtitan here')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["explain", *LLAMA]) == 2
-    err = capsys.readouterr().err
-    assert "torchtitan cannot be imported here" in err
-    sys.modules.pop("torchtitan", None)
-
-
 def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
     """The parent side on its own: a config that takes 30 s to build, a 0.5 s
     timeout; the child's group is killed and the reason is one line."""
     from rocm_hwq_autoset import _registry_parent
-    from rocm_hwq_autoset._launch import ConfigError
+    from rocm_hwq_autoset._config import ConfigError
 
     package = str(Path(_registry_parent.__file__).parents[1])
     path = os.pathsep.join([str(write_standin(tmp_path / "standin")), package])
@@ -185,14 +37,17 @@ def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None
                "STANDIN_SLEEP": "30", "ROCM_HWQ_AUTOSET_TIMEOUT": "0.5"}  # fmt: skip
     start = time.perf_counter()
     evaluation = _registry_parent.Evaluation(LLAMA, environ, None)
-    with pytest.raises(ConfigError, match=r"^evaluating took over 0\.5 s"):
-        evaluation.result()
+    result, _ = evaluation.result()
+    assert isinstance(result, ConfigError)
+    assert str(result) == "evaluating took over 0.5 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
     assert time.perf_counter() - start < 5
     assert evaluation.child.returncode == -9  # SIGKILL, to its whole group
 
 
 # End to end: real interpreters from a venv with the wheel installed.
 
+#: A stand-in for torchrun, named ``torchrun``: it starts 2 workers as torch
+#: elastic does (``Popen(env=<a copy of os.environ plus rank variables>)``).
 LAUNCHER = """\
 import json, os, subprocess, sys
 me = {"queues_at_start": os.environ.get("GPU_MAX_HW_QUEUES"),
@@ -219,13 +74,16 @@ class Launch:
         self.rocm = fake_torch(root / "rocm", ROCM_VERSION_PY)
         self.cuda = fake_torch(root / "cuda", CUDA_VERSION_PY)
         self.standin = write_standin(root / "standin")
-        (self.work / "launcher.py").write_text(LAUNCHER)
+        (self.work / "torchrun").write_text(LAUNCHER)
+        self.cache = root / "cache"
 
     def run(self, args: list[str], *, torch: Path | None = None,
             env: dict[str, str] | None = None) -> tuple[Any, str, float]:  # fmt: skip
         path = os.pathsep.join(str(p) for p in (torch or self.rocm, self.standin))
         full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
-                    "STANDIN_LOG": str(self.log), **(env or {})}  # fmt: skip
+                    "STANDIN_LOG": str(self.log),
+                    "ROCM_HWQ_AUTOSET_CACHE_DIR": str(self.cache),
+                    **(env or {})}  # fmt: skip
         start = time.perf_counter()
         proc = subprocess.run([self.venv.python, *args], cwd=self.work, env=full_env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -238,6 +96,18 @@ class Launch:
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def survivors(self) -> list[int]:
+        """Processes of this test's launches still running."""
+        mark = f"STANDIN_LOG={self.log}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and mark in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
 
     def evaluations(self) -> list[list[Any]]:
         return [c for c in self.calls() if c[0] == "parse_args"]
@@ -255,7 +125,7 @@ LINE = ("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_redu
 
 @pytest.mark.e2e
 def test_torchrun_like_launch(launch: Launch) -> None:
-    seen, err, _ = launch.run(["launcher.py", "--nproc_per_node=2", "-m",
+    seen, err, _ = launch.run(["torchrun", "--nproc_per_node=2", "-m",
                                "torchtitan.train", *EP2])  # fmt: skip
     # Started at interpreter start, waited for before the first worker starts.
     assert seen["queues_at_start"] is None
@@ -274,7 +144,7 @@ def test_torchrun_like_launch(launch: Launch) -> None:
 
 @pytest.mark.e2e
 def test_a_failed_evaluation_is_not_repeated_by_the_workers(launch: Launch) -> None:
-    args = ["launcher.py", "--nproc_per_node=2", "-m", "torchtitan.train", *DS[:3]]
+    args = ["torchrun", "--nproc_per_node=2", "-m", "torchtitan.train", *DS[:3]]
     seen, err, _ = launch.run([*args, "no_such_config"])
     assert len(launch.evaluations()) == 1
     assert seen["origin"] == "unset --module"
@@ -295,11 +165,11 @@ def test_the_child_sees_the_trainings_gpus(launch: Launch) -> None:
 
 @pytest.mark.e2e
 def test_a_process_that_starts_nothing_ends_the_child_at_exit(launch: Launch) -> None:
-    probe = "import json; print(json.dumps(None))"
     start = time.perf_counter()
-    seen, err, _ = launch.run(["-c", probe, "-m", "torchtitan.train", *EP2],
+    seen, err, _ = launch.run(["-m", "torchtitan.noop", *EP2],
                               env={"STANDIN_SLEEP": "30"})  # fmt: skip
     assert seen is None and err == "" and time.perf_counter() - start < 10
+    assert launch.survivors() == []  # the child ended with it
 
 
 @pytest.mark.e2e
@@ -314,17 +184,20 @@ def test_single_process_launch(launch: Launch) -> None:
 
 
 @pytest.mark.e2e
-def test_without_a_launcher_each_rank_evaluates_its_own(launch: Launch) -> None:
+@pytest.mark.parametrize("cache", ["on", "off"])
+def test_ranks_without_a_launcher(launch: Launch, cache: str) -> None:
     """srun or mpirun starting every rank as ``python -m torchtitan.train``: the
-    ranks share no parent, so each evaluates (one per rank), and only
-    ``LOCAL_RANK`` 0 says so."""
+    ranks share no parent. With the cache a later rank uses the first one's
+    evaluation; without it each evaluates its own. Only ``LOCAL_RANK`` 0 says
+    so."""
     errs = []
     for rank in ("0", "1"):
-        env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2"}
+        env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": "2",
+               "ROCM_HWQ_AUTOSET_CACHE": "1" if cache == "on" else "0"}  # fmt: skip
         seen, err, _ = launch.run(["-m", "torchtitan.train", *EP2], env=env)
         assert seen["queues"] == "8" and seen["origin"] == "8 --module"
         errs.append(err)
-    assert len(launch.evaluations()) == 2
+    assert len(launch.evaluations()) == (1 if cache == "on" else 2)
     assert errs == [LINE, ""]
 
 
@@ -382,20 +255,3 @@ def test_no_evaluation(
     assert launch.evaluations() == []
     assert seen["queues"] == env.get("GPU_MAX_HW_QUEUES")
     assert err == ""
-
-
-def test_explain_on_rocm_reuses_its_evaluation(
-    standin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    """The hook line of ``explain --module`` does not evaluate the config again."""
-    monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)))
-    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET", "ROCM_HWQ_AUTOSET_ORIGIN"):
-        monkeypatch.delenv(name, raising=False)
-    log = tmp_path / "standin.log"
-    monkeypatch.setenv("STANDIN_LOG", str(log))
-    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
-    assert doc["environment"]["hook"] == "would set GPU_MAX_HW_QUEUES=8"
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [c[0] for c in calls].count("parse_args") == 1
-    assert all(c[1] == os.getpid() for c in calls)  # in this process, no child

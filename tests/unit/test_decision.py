@@ -1,4 +1,5 @@
-"""The start-up decision, step by step, on a plain dict environment."""
+"""The start-up decision, step by step, on a plain dict environment; and the
+hook that applies it (``_hook``), once per process."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 import pytest
 
 import rocm_hwq_autoset as _startup
-from rocm_hwq_autoset import ConfigError, _decision
+from rocm_hwq_autoset import ConfigError, _decision, _hook
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._decision import Outcome, Pending
+from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._rocm import Verdict, detect
 
-from .helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
+from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
 
 
 @pytest.fixture
@@ -149,12 +153,24 @@ def test_once_per_node(
 @pytest.mark.parametrize(
     ("content", "argv_extra", "reason"),
     [
-        (b"[parallelism\n", [], "invalid TOML"),
-        (b"[parallelism]\ntensor_parallel_degree = 'x'\n", [], "is not an integer"),
-        (JOB, ["--parallelism.tensor_parallel_degree", "2.0"], "not an integer"),
-        (JOB, ["--compile.enable_passes", "False"], "takes no value"),
+        (b"[parallelism\n", [], "{path}: invalid TOML"),
+        (b"[parallelism]\ntensor_parallel_degree = 'x'\n", [],
+         "{path}: parallelism.tensor_parallel_degree: 'x' is not an integer"),
+        (JOB, ["--parallelism.tensor_parallel_degree", "2.0"],
+         "--parallelism.tensor_parallel_degree: '2.0' is not an integer"),
+        (JOB, ["--compile.enable_passes", "False"],
+         "--compile.enable_passes: is a flag and takes no value"),
+        (JOB, ["--parallelism.expert_paralel_degree", "2"],
+         "--parallelism.expert_paralel_degree: not a torchtitan option; did you"
+         " mean --parallelism.expert_parallel_degree?"),
+        (b"[parallelism]\nexpert_paralel_degree = 2\n", [],
+         "{path}: parallelism.expert_paralel_degree: not a torchtitan field; did"
+         " you mean parallelism.expert_parallel_degree?"),
+        (b"[paralelism]\nexpert_parallel_degree = 2\n", [],
+         "{path}: [paralelism]: not a torchtitan section; did you mean"
+         " [parallelism]?"),
     ],
-)
+)  # fmt: skip
 def test_bad_input_warns_once_and_sets_nothing(
     tmp_path: Path, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
     content: bytes, argv_extra: list[str], reason: str,
@@ -163,8 +179,8 @@ def test_bad_input_warns_once_and_sets_nothing(
     path.write_bytes(content)
     env: dict[str, str] = {}
     err = run(env, ["--job.config_file", str(path), *argv_extra], rocm_path, capsys)
-    assert err.startswith(f"rocm-hwq-autoset: warning: {path}: ")
-    assert reason in err and err.endswith("; GPU_MAX_HW_QUEUES left unset\n")
+    assert err.startswith("rocm-hwq-autoset: warning: " + reason.format(path=path))
+    assert err.endswith("; GPU_MAX_HW_QUEUES left unset\n")
     assert err.count("\n") == 1
     # Nothing set; the marker tells the launcher's workers not to try again.
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"}
@@ -179,15 +195,27 @@ def test_bad_world_size(
 ) -> None:
     env = {"WORLD_SIZE": "eight"}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert "WORLD_SIZE='eight' is not a positive integer" in err
+    assert "WORLD_SIZE: 'eight' is not a positive integer" in err
     assert "GPU_MAX_HW_QUEUES" not in env
 
 
-def test_no_config_flag(
-    rocm_path: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    env = {"ROCM_HWQ_AUTOSET_LOG": "verbose"}
-    assert "no --job.config_file" in run(env, ["--job.config_file"], rocm_path, capsys)
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--job.config_file"], "--job.config_file: expects a value: the TOML job"
+         " config; GPU_MAX_HW_QUEUES left unset"),
+        (["--job.config_file", ""], "--job.config_file: empty path;"
+         " GPU_MAX_HW_QUEUES left unset"),
+        (["--job.config_file="], "--job.config_file: empty path;"
+         " GPU_MAX_HW_QUEUES left unset"),
+    ],
+)  # fmt: skip
+def test_a_config_flag_without_a_path_is_named(
+    args: list[str], said: str, rocm_path: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    env: dict[str, str] = {}
+    assert run(env, args, rocm_path, capsys) == f"rocm-hwq-autoset: warning: {said}\n"
     assert "GPU_MAX_HW_QUEUES" not in env
 
 
@@ -196,7 +224,8 @@ def test_control_characters_and_length_are_tamed(
 ) -> None:
     err = run({}, ["--job.config_file", "a\nb\x1b[31m" + "x" * 1000], rocm_path, capsys)
     assert err.count("\n") == 1 and "\x1b" not in err
-    assert len(err) <= len("rocm-hwq-autoset: ") + _startup.MAX_LINE + 1
+    assert len(err) == _hook.MAX_LINE + 1  # cut from the middle of the path
+    assert err.endswith("x: File name too long; GPU_MAX_HW_QUEUES left unset\n")
 
 
 @pytest.mark.forked
@@ -210,10 +239,10 @@ def test_run_is_once_per_process_and_never_raises(
     decisions = []
     real = _decision.decide
     monkeypatch.setattr(
-        _decision, "decide", lambda *a, **k: decisions.append(1) or real(*a, **k)
+        _hook, "decide", lambda *a, **k: decisions.append(1) or real(*a, **k)
     )
-    _startup.run()
-    _startup.run()  # the same .pth seen through two site directories
+    _hook.run()
+    _hook.run()  # the same .pth seen through two site directories
     assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
     assert capsys.readouterr().err == LINE
     assert decisions == [1]
@@ -226,9 +255,9 @@ def test_an_internal_error_is_one_warning(
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(_decision, "decide", boom)
+    monkeypatch.setattr(_hook, "decide", boom)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
-    _startup.run()
+    _hook.run()
     assert capsys.readouterr().err == (
         "rocm-hwq-autoset: warning: internal error (RuntimeError: boom); nothing set\n"
     )
@@ -252,7 +281,7 @@ def test_missing_or_broken_stderr_still_sets_the_value(
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     _startup.start()  # the gate, as the .pth line calls it: it must not raise
     assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
-    assert _startup.say("hello", {}) is None  # nor the line on its own
+    _hook.say(Outcome("set", "hello"), {})  # nor the line on its own
 
 
 @pytest.mark.parametrize("value", ["disable", "disabled", "none", "OF", "bogus"])
@@ -277,6 +306,7 @@ def test_every_on_value(
     assert run(env, ["--job.config_file", job], rocm_path, capsys) == LINE
 
 
+@pytest.mark.forked
 def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
     job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -287,8 +317,8 @@ def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
     monkeypatch.setattr(sys, "path", [*rocm_path, *sys.path])
     for key in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "ROCM_HWQ_AUTOSET"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setattr(_startup, "ran", False)
-    _startup.run()
+    monkeypatch.setattr(_hook, "decided", None)
+    _hook.run()
     assert capsys.readouterr().err == (
         "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_LOG='bogus' is not quiet or"
         " verbose; using the default (one line per node)\n" + LINE
@@ -309,37 +339,156 @@ def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
     assert env == {"GPU_MAX_HW_QUEUES": value}
 
 
+MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
+RESULT = (Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True), {})
+
+
 def test_a_module_launch_is_pending_and_never_evaluated_in_process(
     rocm_path: list[str],
 ) -> None:
-    args = ["--module", "graph_trainer.llama3", "--config", "c"]
     outcome = _decision.decide(
-        {}, args, ["python", "-m", "torchtitan.train", *args],
-        rocm=lambda: _detect(rocm_path), read_config=_no_read,
+        {}, ["-m", *MODULE_ARGS], ["python", "-m", "torchtitan.train", *MODULE_ARGS],
+        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
-    assert outcome.level == _decision.PENDING and outcome.queues is None
-    assert outcome.launch is not None and list(outcome.launch.args) == args
-    final = _decision.conclude({}, outcome, (8, ("compute",) * 5))
+    assert isinstance(outcome, Pending)
+    assert list(outcome.launch.args) == MODULE_ARGS and outcome.world_size is None
+    final = _decision.conclude({}, outcome, RESULT)
     assert (final.queues, final.marker) == (8, "8 --module")
+    assert final.message == (
+        "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
+        " expert_comm, cudagraph_capture)"
+    )
+    assert final.inputs == RESULT[0]
+    cached = _decision.conclude({}, outcome, RESULT, cached=True)
+    assert cached.message.endswith(", from the cached --module/--config evaluation")
     failed = _decision.conclude({}, outcome, ConfigError("no"))
     assert failed.queues is None and failed.marker == "unset --module"
     assert failed.message == "--module/--config: no; GPU_MAX_HW_QUEUES left unset"
+    named = _decision.conclude({}, outcome, ConfigError("no", "--config"))
+    assert named.message == "--config: no; GPU_MAX_HW_QUEUES left unset"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--module", "m"], "--config: is required"),
+        (["--config", "c"], "--module: is required"),
+        (["--config", "c", "--module"], "--module: requires a value"),
+        (["--module=", "--config", "c"], "--module: is required"),
+    ],
+)
+def test_a_module_launch_missing_a_flag_is_named(
+    args: list[str], said: str, rocm_path: list[str]
+) -> None:
+    outcome = _decision.decide(
+        {}, ["-m", *args], ["python", "-m", "torchtitan.train", *args],
+        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+    )  # fmt: skip
+    assert isinstance(outcome, Outcome) and outcome.level == _decision.WARNING
+    assert outcome.text.startswith(said), outcome.text
+    assert outcome.marker == "unset --module"
+
+
+def test_the_world_size_reaches_the_module_launch(rocm_path: list[str]) -> None:
+    """A rank started without a launcher knows WORLD_SIZE: its Q resolves
+    data_parallel_shard_degree = -1 as a TOML launch's does."""
+    outcome = _decision.decide(
+        {"WORLD_SIZE": "2"}, ["-m", *MODULE_ARGS],
+        ["python", "-m", "torchtitan.train", *MODULE_ARGS],
+        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+    )  # fmt: skip
+    assert isinstance(outcome, Pending) and outcome.world_size == 2
+    dense_tp2 = (Inputs(tp=2, cudagraph=True), {})
+    # 2 ranks // tp 2 = 1: no FSDP lane; without the world size it would count.
+    final = _decision.conclude({}, outcome, dense_tp2)
+    assert final.queues == 4 and "fsdp_comm" not in final.message
+    unknown = _decision.conclude({}, Pending(outcome.launch, None), dense_tp2)
+    assert unknown.queues == 8 and "fsdp_comm" in unknown.message
+
+
+def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
+    """The launcher hands its workers the model's inputs; a worker that knows
+    WORLD_SIZE applies the same model, with no child and no torch."""
+    inputs = Inputs(tp=8, cudagraph=True)  # one node of 8, TP=8, dp_shard = -1
+    launcher = {
+        "GPU_MAX_HW_QUEUES": "8",
+        "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+        "ROCM_HWQ_AUTOSET_INPUTS": inputs.encode(),
+    }
+    args = ["-m", *MODULE_ARGS]
+    orig = ["python", "-m", "torchtitan.train", *MODULE_ARGS]
+    worker = dict(launcher, WORLD_SIZE="8", LOCAL_RANK="0")
+    outcome = _decision.decide(worker, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    assert isinstance(outcome, Outcome)
+    assert (outcome.level, outcome.queues) == ("set", 4)  # 8 // 8 = 1: no FSDP
+    assert outcome.marker == "4 --module" and outcome.inputs == inputs
+    # Without WORLD_SIZE, or without the inputs: the launcher's value stands.
+    for env in (dict(launcher), {k: v for k, v in worker.items()
+                                 if k != "ROCM_HWQ_AUTOSET_INPUTS"}):  # fmt: skip
+        same = _decision.decide(env, args, orig, rocm=_no_rocm, read_toml=_no_read)
+        assert isinstance(same, Outcome) and same.level == "skip"
+        assert same.queues is None
+    # Inputs that are not the launcher's: said, and the value kept.
+    bad = dict(worker, ROCM_HWQ_AUTOSET_INPUTS="tp=x")
+    said = _decision.decide(bad, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    assert isinstance(said, Outcome) and said.level == "warning"
+    assert said.message.startswith("ROCM_HWQ_AUTOSET_INPUTS: ")
+    assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
+
+
+def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
+    for argv, orig in (
+        (["/venv/bin/rocm-hwq-autoset", "explain", "--job.config_file", "x"], []),
+        (["-m", "explain", "--job.config_file", "x"],
+         ["python", "-m", "rocm_hwq_autoset", "explain", "--job.config_file", "x"]),
+    ):  # fmt: skip
+        outcome = _decision.decide(
+            {"ROCM_HWQ_AUTOSET": "bogus"}, argv, orig,
+            rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        )  # fmt: skip
+        assert isinstance(outcome, Outcome) and outcome.level == "skip"
+        assert outcome.message == "rocm-hwq-autoset's own command"
 
 
 def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
-    args = ["-m", "torchtitan.train", "--module", "m", "--config", "c"]
     outcome = _decision.decide(
-        {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, args, [],
-        rocm=lambda: _detect(rocm_path), read_config=_no_read,
+        {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
+        ["python", "-m", "torchtitan.train", *MODULE_ARGS],
+        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
-    assert outcome.level == _decision.WARNING
-    assert "ROCM_HWQ_AUTOSET_TIMEOUT='soon' is not a positive number" in (
-        outcome.message
+    assert isinstance(outcome, Outcome) and outcome.level == _decision.WARNING
+    assert outcome.message.startswith(
+        "ROCM_HWQ_AUTOSET_TIMEOUT: 'soon' is not a positive number of seconds"
     )
+
+
+def test_recommend_launch_is_the_one_path(tmp_path: Path) -> None:
+    """The same settings give the same Q whether read from TOML in the process
+    or brought by a --module evaluation, for every world size."""
+    path = tmp_path / "job.toml"
+    path.write_text("[parallelism]\ntensor_parallel_degree = 2\n")
+    toml = Launch("toml", ["--job.config_file", str(path)], True)
+    module = Launch("module", MODULE_ARGS, True)
+    from rocm_hwq_autoset._config import load_toml
+    from rocm_hwq_autoset._model import read_inputs
+
+    for world in (None, 1, 2, 4, 8):
+        a = _decision.recommend_launch(toml, world, read_toml=load_toml)
+        evaluated = (read_inputs(a.settings), a.settings)
+        b = _decision.recommend_launch(module, world, evaluated=evaluated)
+        assert (a.queues, a.lanes) == (b.queues, b.lanes)
+    with pytest.raises(ConfigError):
+        _decision.recommend_launch(module, None)
+    with pytest.raises(ConfigError):
+        _decision.recommend_launch(toml, None)
 
 
 def _detect(path: list[str]) -> Verdict:
     return detect(path, {})
+
+
+def _no_rocm() -> Verdict:
+    raise AssertionError("a worker of a launcher does not detect again")
 
 
 def _no_read(path: str) -> dict[str, object]:

@@ -1,0 +1,50 @@
+"""The public API: :func:`recommend`, the stream model for a config in hand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._argv import cli_overrides
+from ._config import from_object, merge
+from ._model import Recommendation, read_inputs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def recommend(
+    config: Mapping[str, Any] | object | None = None,
+    *,
+    argv: Sequence[str] = (),
+    world_size: int | None = None,
+    is_moe: bool | None = None,
+) -> Recommendation:
+    """``GPU_MAX_HW_QUEUES`` for a torchtitan job, by PR #4032's stream model.
+
+    ``config`` is a parsed TOML job config (a nested mapping), a torchtitan
+    config object read by attribute as the PR's ``recommend_gpu_max_hw_queues``
+    reads it (``config.parallelism.*``, ``config.compile.*``), or ``None`` for
+    torchtitan's defaults. ``argv`` holds training arguments whose overrides of
+    the fields the model reads apply as torchtitan applies them; the others are
+    ignored. ``world_size`` resolves ``data_parallel_shard_degree = -1``.
+    ``is_moe`` overrides the model table (needed for objects without
+    ``config.model.name``).
+
+    >>> rec = recommend({"model": {"name": "deepseek_v3"}},
+    ...                 argv=["--parallelism.expert_parallel_degree", "2"])
+    >>> rec.queues, rec.lanes
+    (4, ('compute', 'all_reduce', 'fsdp_comm', 'expert_comm'))
+
+    Raises ``ConfigError`` (a ``ValueError``) when torchtitan would reject the
+    input: a wrong type, a degree out of range, a malformed flag; or when
+    ``config`` is none of the three.
+    """
+    overrides = cli_overrides(argv)
+    if config is None or isinstance(config, Mapping):
+        settings = merge(config, overrides)
+    else:
+        settings = from_object(config, overrides)
+    moe = None if is_moe is None else (is_moe, "given")
+    return Recommendation(read_inputs(settings, moe), world_size, settings)

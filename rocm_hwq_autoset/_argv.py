@@ -1,0 +1,390 @@
+"""torchtitan's command line, read as the programs that read it do.
+
+* Which program this process runs (``python -m M``, a script, torchrun), and,
+  in a torchrun launcher, which program torchrun will run: torchrun's own
+  options are parsed as ``torch.distributed.run``'s parser parses them, so a
+  value of one of its options is never taken for the program.
+* The launch: a TOML job config (``--job.config_file``, the TOML era, in any
+  program), or ``--module M --config FN`` (torchtitan >= 0.3.0) given to a
+  torchtitan program.
+* Overrides of the fields the model reads, parsed as tyro parses them:
+  ``--section.field VALUE`` / ``=VALUE``, ``_`` and ``-`` alike in names,
+  ``--no-``/``--no_`` for false, comma lists, the last flag wins.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._config import FIELDS, ConfigError, near_miss
+
+TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._config import Value
+
+
+# Which program.
+
+TORCHTITAN = "torchtitan"
+#: torchrun, as a console script or a module (``launch`` is its deprecated twin).
+TORCHRUN_SCRIPT = "torchrun"
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+#: This package's own commands: the hook stays out of them.
+OWN_SCRIPT = "rocm-hwq-autoset"
+OWN_MODULE = "rocm_hwq_autoset"
+
+
+def program(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> tuple[str, str]:
+    """What this process runs, from ``sys.argv`` as it is at interpreter start:
+    ``("module", M)`` for ``python -m M``, ``("script", PATH)``, ``("command",
+    "")`` for ``-c``, ``("", "")`` when unknown.
+
+    At start-up ``sys.argv[0]`` is ``"-m"`` for a module; its name is in
+    ``sys.orig_argv`` (3.10+) just before the arguments ``sys.argv`` holds.
+    """
+    first = argv[0] if argv else ""
+    if first == "-m":
+        at = len(orig_argv) - len(argv)
+        token = orig_argv[at] if 0 <= at < len(orig_argv) else ""
+        if token.startswith("-"):  # "-mM" or a cluster such as "-ImM"
+            token = token[token.find("m") + 1 :]
+        return "module", token
+    if first == "-c":
+        return "command", ""
+    if not first or first == "-":
+        return "", ""
+    return "script", first
+
+
+def is_torchtitan(kind: str, name: str) -> bool:
+    """A torchtitan module, or a script inside a ``torchtitan`` package folder
+    (``.../torchtitan/train.py``)."""
+    if kind == "module":
+        return name == TORCHTITAN or name.startswith(TORCHTITAN + ".")
+    if kind == "script" and name.endswith(".py"):
+        return TORCHTITAN in os.path.normpath(name).split(os.sep)[:-1]
+    return False
+
+
+def is_torchrun(kind: str, name: str) -> bool:
+    if kind == "module":
+        return name in TORCHRUN_MODULES
+    return kind == "script" and os.path.basename(name) == TORCHRUN_SCRIPT
+
+
+def is_own_command(kind: str, name: str) -> bool:
+    if kind == "module":
+        return name == OWN_MODULE or name.startswith(OWN_MODULE + ".")
+    return kind == "script" and os.path.basename(name) == OWN_SCRIPT
+
+
+#: torchrun's options that take no value (``torch.distributed.run``'s parser in
+#: torch 2.13; ``--use-env`` is ``torch.distributed.launch``'s). Every other
+#: option takes one, as every other one of torchrun's does.
+TORCHRUN_FLAGS = frozenset({
+    "-h", "--help", "--standalone", "-m", "--module", "--no-python", "--no_python",
+    "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank",
+    "--use-env", "--use_env",
+})  # fmt: skip
+#: torchrun's options that take a value, for argparse's abbreviations.
+TORCHRUN_OPTIONS = (
+    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--rdzv-backend",
+    "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id",
+    "--rdzv-conf", "--rdzv_conf", "--max-restarts", "--max_restarts",
+    "--monitor-interval", "--monitor_interval", "--start-method", "--start_method",
+    "--event-log-handler", "--event_log_handler", "--role", "--log-dir", "--log_dir",
+    "-r", "--redirects", "-t", "--tee", "--local-ranks-filter", "--local_ranks_filter",
+    "--duplicate-stdout-filters", "--duplicate_stdout_filters",
+    "--duplicate-stderr-filters", "--duplicate_stderr_filters", "--node-rank",
+    "--node_rank", "--master-addr", "--master_addr", "--master-port",
+    "--master_port", "--local-addr", "--local_addr", "--logs-specs", "--logs_specs",
+    "--numa-binding", "--numa_binding", "--signals-to-handle", "--signals_to_handle",
+    "--shutdown-timeout", "--shutdown_timeout",
+)  # fmt: skip
+_MODULE_FLAGS = ("-m", "--module")
+_NO_PYTHON_FLAGS = ("--no-python", "--no_python")
+
+
+def torchrun_program(args: Sequence[str]) -> tuple[str, str, list[str]] | None:
+    """The program torchrun runs and its arguments, from torchrun's own
+    arguments (``sys.argv[1:]``), as its argparse parser reads them:
+    ``(kind, name, args)`` with kind ``module``, ``script`` or ``executable``
+    (``--no-python``); None where torchrun runs nothing (``--help``) or refuses
+    its command line (an unknown or ambiguous option, a missing value)."""
+    module = no_python = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":  # argparse: everything after it is positional
+            return (
+                _ran(args[i], args[i + 1 :], module, no_python)
+                if i < len(args)
+                else None
+            )
+        if not is_option(arg) or arg == "-":
+            return _ran(arg, args[i:], module, no_python)
+        name, eq, _ = arg.partition("=")
+        option = _torchrun_option(name if arg.startswith("--") else arg[:2])
+        if option is None or option in ("-h", "--help"):
+            return None
+        attached = eq or (not arg.startswith("--") and len(arg) > 2)
+        if option in TORCHRUN_FLAGS:
+            if attached:  # "-mX", "--standalone=1": not what torchrun takes
+                return None
+            module = module or option in _MODULE_FLAGS
+            no_python = no_python or option in _NO_PYTHON_FLAGS
+        elif not attached:  # "--opt VALUE"; "-rVALUE" and "--opt=VALUE" hold theirs
+            if i >= len(args) or is_option(args[i]):
+                return None  # argparse: "expected one argument"
+            i += 1
+    return None
+
+
+def _torchrun_option(name: str) -> str | None:
+    """The option ``name`` stands for: itself, or the one option string it
+    abbreviates (argparse's ``allow_abbrev``; Python 3.11's argparse calls
+    ``--nproc`` ambiguous, as it matches two spellings); None if none."""
+    known = (*TORCHRUN_FLAGS, *TORCHRUN_OPTIONS)
+    if name in known:
+        return name
+    if not name.startswith("--"):
+        return None
+    matches = [o for o in known if o.startswith(name)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _ran(
+    target: str, rest: Sequence[str], module: bool, no_python: bool
+) -> tuple[str, str, list[str]]:
+    kind = "module" if module else "executable" if no_python else "script"
+    return kind, target, list(rest)
+
+
+# The launch.
+
+CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
+MODULE_FLAG, CONFIG_FLAG = "--module", "--config"
+#: The two forms.
+TOML_FORM, MODULE_FORM = "toml", "module"
+
+
+class Launch:
+    """A torchtitan training launch: a TOML job config, or ``--module``/``--config``."""
+
+    __slots__ = ("args", "form", "in_process")
+
+    def __init__(self, form: str, args: Sequence[str], in_process: bool) -> None:
+        self.form = form
+        """``toml`` or ``module``."""
+        self.args = tuple(args)
+        """The training arguments (after the program where a launcher names it)."""
+        self.in_process = in_process
+        """Whether the training runs in this process (``python -m
+        torchtitan.train``), not in workers it starts (torchrun)."""
+
+    def __repr__(self) -> str:
+        return f"Launch({self.form!r}, {self.args!r}, in_process={self.in_process})"
+
+
+def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | None:
+    """The launch this process makes, from its full ``sys.argv`` (and
+    ``sys.orig_argv``), else None.
+
+    A ``--job.config_file`` makes a TOML launch whatever the program (scripts of
+    one's own called torchtitan's ``ConfigManager``). ``--module``/``--config``
+    make a launch only where the program is torchtitan's: this process
+    (``python -m torchtitan.train``, ``python .../torchtitan/train.py``) or the
+    one torchrun will run.
+    """
+    kind, name = program(argv, orig_argv)
+    args = list(argv[1:])
+    in_process = True
+    if is_torchrun(kind, name):
+        ran = torchrun_program(args)
+        if ran is None:
+            return None
+        kind, name, args = ran
+        in_process = False
+    if has_config_file(args):
+        return Launch(TOML_FORM, args, in_process)
+    if is_torchtitan(kind, name) and any(
+        _flag_at(args, i, (MODULE_FLAG, CONFIG_FLAG)) for i in range(len(args))
+    ):
+        return Launch(MODULE_FORM, args, in_process)
+    return None
+
+
+def _flag_at(args: Sequence[str], i: int, flags: Sequence[str]) -> bool:
+    return args[i] in flags or args[i].split("=", 1)[0] in flags
+
+
+def has_config_file(args: Sequence[str]) -> bool:
+    """Whether ``args`` name a job config (with a value or not)."""
+    return any(_flag_at(args, i, CONFIG_FILE_FLAGS) for i in range(len(args)))
+
+
+def config_file_arg(args: Sequence[str]) -> str:
+    """The job config a TOML launch reads: the first ``--job.config_file``, as
+    torchtitan's ``ConfigManager._maybe_load_toml`` picks it (``=PATH``, or the
+    token after the flag, whatever it is). ``ConfigError`` names the flag when
+    it has no value."""
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if eq and key in CONFIG_FILE_FLAGS:
+            return _path(key, value)
+        if arg in CONFIG_FILE_FLAGS:
+            if i + 1 < len(args):
+                return _path(arg, args[i + 1])
+            raise ConfigError("expects a value: the TOML job config", arg)
+    raise ConfigError("no --job.config_file")
+
+
+def _path(flag: str, value: str) -> str:
+    if not value:
+        raise ConfigError("empty path", flag)
+    return value
+
+
+def module_args(args: Sequence[str]) -> tuple[str, str]:
+    """``--module`` and ``--config`` as torchtitan's ``ConfigManager`` reads
+    them (both required, the last of each wins); ``ConfigError`` names a missing
+    one or one without a value, as torchtitan does."""
+    found = {MODULE_FLAG: "", CONFIG_FLAG: ""}
+    i = 0
+    while i < len(args):
+        key, eq, value = args[i].partition("=")
+        if eq and key in found:
+            found[key] = value
+        elif args[i] in found:
+            if i + 1 >= len(args):
+                raise ConfigError("requires a value", args[i])
+            found[args[i]] = args[i + 1]
+            i += 1
+        i += 1
+    for flag, value in found.items():
+        if not value:
+            raise ConfigError(
+                "is required (with a value); example: --module llama3"
+                " --config llama3_debugmodel",
+                flag,
+            )
+    return found[MODULE_FLAG], found[CONFIG_FLAG]
+
+
+# Overrides of the fields the model reads.
+
+
+def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
+    """The values the command line gives to the fields in ``FIELDS``.
+
+    Other arguments pass untouched. ``ConfigError``, naming the flag, where tyro
+    would make the launch fail for one of our fields (a flag with a value, a
+    missing value, an integer Python's ``int()`` does not accept) or for a flag
+    an edit or two away from one of them.
+    """
+    found: dict[str, Value] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        # Like ConfigManager's config-file scan, read past a "--": in a
+        # launcher's argv (torchrun, ``doctor --``) the training flags follow it.
+        if not arg.startswith("--"):
+            continue
+        name, has_inline, inline = arg[2:].partition("=")
+        key, negated = _field_for(name.replace("-", "_"))
+        if key is None:
+            _refuse_near_miss(name)
+            continue
+        flag = f"--{name}"
+        if FIELDS[key][0] == "bool":
+            if has_inline or (i < len(args) and not is_option(args[i])):
+                value = inline if has_inline else args[i]
+                raise ConfigError(
+                    f"is a flag and takes no value (got {value!r});"
+                    f" use --{key} or --{_negation(key)}",
+                    flag,
+                )
+            found[key] = not negated
+            continue
+        if has_inline:
+            raw = inline
+        elif i < len(args) and not is_option(args[i]):
+            raw = args[i]
+            i += 1
+        else:
+            raise ConfigError("expects a value", flag)
+        found[key] = _parse(key, raw, flag)
+    return found
+
+
+def _field_for(name: str) -> tuple[str | None, bool]:
+    """The field a normalized flag name sets, and whether it is a ``no_`` flag."""
+    if name in FIELDS:
+        return name, False
+    section, _, rest = name.partition(".")
+    key = f"{section}.{rest[3:]}"
+    if rest.startswith("no_") and key in FIELDS and FIELDS[key][0] == "bool":
+        return key, True
+    return None, False
+
+
+def _refuse_near_miss(name: str) -> None:
+    """tyro refuses an option no field has; one a typo away from ours is said
+    with the one it means."""
+    meant = suggest_flag(f"--{name}")
+    if meant is not None:
+        raise ConfigError(
+            f"not a torchtitan option; did you mean {meant}?", f"--{name}"
+        )
+
+
+def suggest_flag(flag: str) -> str | None:
+    """The flag of ours that ``flag`` (``--section.field``, ``=VALUE`` or not)
+    is an edit or two away from, or None."""
+    name = flag.partition("=")[0][2:].replace("-", "_")
+    if not flag.startswith("--") or "." not in name:
+        return None
+    section, _, rest = name.partition(".")
+    if rest.startswith("no_"):
+        positive = near_miss(f"{section}.{rest[3:]}")
+        if positive is not None and FIELDS[positive][0] == "bool":
+            return f"--{_negation(positive)}"
+    meant = near_miss(name)
+    return None if meant is None else f"--{meant}"
+
+
+def _negation(key: str) -> str:
+    section, _, name = key.partition(".")
+    return f"{section}.no-{name}"
+
+
+def is_option(token: str) -> bool:
+    """argparse's rule: a token starting with ``-`` is an option, unless it is a
+    negative number."""
+    return token.startswith("-") and not token[1:].replace(".", "", 1).isdigit()
+
+
+def is_training_arg(arg: str) -> bool:
+    """Whether an option is shaped like a torchtitan flag: ``--section.field``
+    (with ``=VALUE`` or not), ``--module`` or ``--config``."""
+    name = arg.split("=", 1)[0]
+    if name in (MODULE_FLAG, CONFIG_FLAG):
+        return True
+    section, dot, field = name[2:].partition(".")
+    return name.startswith("--") and bool(section) and bool(dot) and bool(field)
+
+
+def _parse(key: str, raw: str, flag: str) -> Value:
+    kind = FIELDS[key][0]
+    if kind == "int":
+        try:
+            return int(raw)  # tyro uses int(): "+2" is 2; "2.0" and "0x2" fail
+        except ValueError:
+            raise ConfigError(f"{raw!r} is not an integer", flag) from None
+    if kind == "list":
+        return tuple(raw.split(","))  # torchtitan's list[str] rule: one token, commas
+    return raw

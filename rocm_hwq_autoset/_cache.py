@@ -1,0 +1,271 @@
+"""The cache of ``--module`` evaluations: where it lives, when an entry is
+trusted, how entries are written and pruned, and the per-host lock through which
+the ranks of one node share one evaluation.
+
+An entry is a JSON file named after a key: what a later launch must match
+exactly (the training arguments, the interpreter, the working directory, the
+variables that shape ``sys.path`` and the visible GPUs).
+It holds the evaluation's result (the model's inputs and every field with its
+source) and what the evaluation read (``_deps``), checked before every use.
+
+Safety: the directory is created private (0700); it and an entry are trusted
+only when the current user owns them and nobody else can write them; entries are
+written to a temporary file and renamed (atomic on local file systems and NFS);
+at most :data:`MAX_ENTRIES` are kept, the least recently used pruned. Any
+failure means no cache: the caller evaluates as if there were none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import sys
+import time
+from typing import Any
+
+from ._config import ConfigError, read_open, settings_from_json, settings_to_json
+from ._deps import check
+from ._model import Inputs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._config import Setting
+
+    Evaluated = tuple[Inputs, dict[str, Setting]]
+
+#: ``0``/``false``/``off``/``no`` turn the cache off (and with it the
+#: coordination of ranks on a node); unset, empty or ``1``/``on``/``true``/
+#: ``yes`` leave it on.
+SWITCH = "ROCM_HWQ_AUTOSET_CACHE"
+#: Where the cache lives, before ``$XDG_CACHE_HOME/rocm-hwq-autoset`` and
+#: ``~/.cache/rocm-hwq-autoset``.
+DIRECTORY = "ROCM_HWQ_AUTOSET_CACHE_DIR"
+NAME = "rocm-hwq-autoset"
+
+#: The layout of an entry; another layout is not read.
+FORMAT = 1
+#: Entries kept: one per distinct launch (arguments, directory, interpreter); a
+#: few hundred KB each with torchtitan 0.3.0 (the paths of ~3,900 files).
+MAX_ENTRIES = 32
+#: Largest entry read: torchtitan 0.3.0's are ~0.5 MB.
+MAX_ENTRY_BYTES = 16 << 20
+#: Temporary, lock and result files older than this are left-overs.
+STALE_SECONDS = 24 * 3600
+#: Variables read before any Python code of the child runs (the interpreter's
+#: own, which shape ``sys.path``) or by C code (the GPUs HIP and CUDA can see):
+#: part of the key, since no recording sees them.
+KEY_VARIABLES = (
+    "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
+    "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "HIP_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+)  # fmt: skip
+
+_OFF = ("0", "false", "off", "no")
+_ON = ("", "1", "on", "true", "yes")
+
+
+def location(environ: Mapping[str, str]) -> str:
+    """The cache directory for this environment."""
+    chosen = environ.get(DIRECTORY, "")
+    if chosen:
+        return os.path.abspath(os.path.expanduser(chosen))
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):  # the XDG spec ignores a relative one
+        return os.path.join(xdg, NAME)
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".cache", NAME)
+
+
+def key(args: Sequence[str], environ: Mapping[str, str]) -> str:
+    """What a launch must match exactly to use an entry, hashed."""
+    fields = {
+        "format": FORMAT,
+        "python": [sys.executable, sys.version],
+        "cwd": os.getcwd(),
+        "args": list(args),
+        "environ": {name: environ.get(name) for name in KEY_VARIABLES},
+    }
+    text = json.dumps(fields, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def host() -> str:
+    """This node's name, as a file name: the coordination never spans nodes."""
+    name = os.uname().nodename or "localhost"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
+
+
+class Cache:
+    """A usable cache directory (see :func:`open_cache`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def entry(self, key: str) -> str:
+        return os.path.join(self.path, f"{key}.json")
+
+    def lookup(
+        self, key: str, environ: Mapping[str, str]
+    ) -> tuple[Evaluated | None, str]:
+        """The entry's result when it is trusted and nothing it depended on
+        changed, else None; and one phrase saying which."""
+        path = self.entry(key)
+        try:
+            data = _read_trusted(path, MAX_ENTRY_BYTES)
+        except FileNotFoundError:
+            return None, "no entry"
+        except (OSError, ConfigError) as exc:
+            return None, f"entry ignored: {exc}"
+        try:
+            doc = json.loads(data)
+            if doc["format"] != FORMAT:
+                return None, "entry of another format"
+            changed = check(doc["deps"], environ)
+            if changed is not None:
+                return None, f"stale: {changed}"
+            result = decode_result(doc["result"])
+        except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
+            return None, "entry ignored: corrupt"
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: pruned last
+        return result, "hit"
+
+    def store(self, key: str, result: dict[str, Any], deps: dict[str, Any]) -> None:
+        """Write an entry atomically, then prune. ``OSError`` if it cannot."""
+        doc = {
+            "format": FORMAT,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "result": result,
+            "deps": deps,
+        }
+        self._write(self.entry(key), json.dumps(doc, separators=(",", ":")))
+        self.prune()
+
+    def _write(self, path: str, text: str) -> None:
+        temp = f"{path}.{host()}.{os.getpid()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(temp, flags, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def count(self) -> int:
+        return len(self._entries())
+
+    def _entries(self) -> list[tuple[float, str]]:
+        found = []
+        for entry in os.scandir(self.path):
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                found.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+        return sorted(found)
+
+    def prune(self) -> None:
+        """Keep the :data:`MAX_ENTRIES` most recently used entries; remove
+        left-over temporary, lock and result files."""
+        entries = self._entries()
+        doomed = [path for _, path in entries[: max(len(entries) - MAX_ENTRIES, 0)]]
+        old = time.time() - STALE_SECONDS
+        for entry in os.scandir(self.path):
+            if entry.name.endswith((".tmp", ".lock", ".result")):
+                try:
+                    if entry.stat(follow_symlinks=False).st_mtime < old:
+                        doomed.append(entry.path)
+                except OSError:
+                    continue
+        for path in doomed:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    # The ranks of one node: one evaluates, the others wait for its result.
+
+    def lock_file(self, key: str) -> str:
+        return os.path.join(self.path, f"{key}.{host()}.lock")
+
+    def result_file(self, key: str) -> str:
+        return os.path.join(self.path, f"{key}.{host()}.result")
+
+    def publish(self, key: str, doc: dict[str, Any]) -> None:
+        """The evaluator's answer, success or failure, for the ranks that waited
+        on its lock. ``OSError`` if it cannot be written."""
+        self._write(self.result_file(key), json.dumps(doc))
+
+    def published(self, key: str) -> tuple[tuple[int, int, int] | None, Any]:
+        """The identity of the result file (changed by each :meth:`publish`) and
+        its document, or ``(None, None)``."""
+        path = self.result_file(key)
+        try:
+            info = os.stat(path, follow_symlinks=False)
+            data = _read_trusted(path, 1 << 20)
+            return (info.st_dev, info.st_ino, info.st_mtime_ns), json.loads(data)
+        except (OSError, ConfigError, ValueError):
+            return None, None
+
+
+def open_cache(
+    environ: Mapping[str, str], *, create: bool = True
+) -> tuple[Cache | None, str]:
+    """The cache, or None with why not (``""`` when it is simply turned off).
+    ``ConfigError`` for a value of the switch it cannot read."""
+    value = environ.get(SWITCH, "").strip().lower()
+    if value in _OFF:
+        return None, ""
+    if value not in _ON:
+        raise ConfigError(
+            "is not 0/off/false/no or 1/on/true/yes", f"{SWITCH}={environ[SWITCH]!r}"
+        )
+    path = location(environ)
+    try:
+        if create:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or type(exc).__name__}"
+    problem = _untrusted(info)
+    if problem:
+        return None, f"{path}: {problem}; not used"
+    return Cache(path), ""
+
+
+def _untrusted(info: os.stat_result) -> str:
+    """Why a file or directory of the cache cannot be trusted, or ``""``."""
+    if info.st_uid != os.getuid():
+        return "owned by another user"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by others"
+    return ""
+
+
+def _read_trusted(path: str, limit: int) -> bytes:
+    """A cache file's bytes, if it is a regular file of ours that nobody else
+    can write (never following a link)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        problem = _untrusted(os.fstat(fd))
+        if problem:
+            raise ConfigError(problem)
+        return read_open(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def encode_result(inputs: Inputs, settings: Mapping[str, Setting]) -> dict[str, Any]:
+    """An evaluation's result as the child reports it and the cache keeps it."""
+    return {"inputs": inputs.encode(), "settings": settings_to_json(settings)}
+
+
+def decode_result(doc: Any) -> Evaluated:
+    """What :func:`encode_result` wrote; ``ConfigError`` for anything else."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), str):
+        raise ConfigError("not an evaluation's result")
+    return Inputs.decode(doc["inputs"]), settings_from_json(doc.get("settings"))

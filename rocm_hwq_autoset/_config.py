@@ -1,0 +1,422 @@
+"""torchtitan's job config as the model reads it: the fields, their values and
+where each came from; the TOML job config, read through a bounded reader.
+
+Precedence is torchtitan's: command line > config (a TOML file, or a config
+object built by torchtitan) > defaults. Reading the command line is ``_argv``'s
+job; this module merges what it found.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Mapping  # loaded by the TOML parser anyway
+
+TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
+if TYPE_CHECKING:
+    from typing import Any, Union
+
+    #: A field's value: ints for degrees, bools for flags, strings, string lists.
+    Value = Union[bool, int, str, tuple[str, ...]]
+
+
+class ConfigError(ValueError):
+    """An input cannot be read as torchtitan would read it.
+
+    ``reason`` says what is wrong, in one line; ``source`` names the input: a
+    flag, a file, a field or a variable. ``str()`` is ``"source: reason"``, so no
+    caller prefixes a name by hand.
+    """
+
+    def __init__(self, reason: str, source: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.source = source
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}" if self.source else self.reason
+
+    def within(self, source: str) -> ConfigError:
+        """This error, named after ``source`` unless it names an input already."""
+        return self if self.source else ConfigError(self.reason, source)
+
+
+# The fields.
+
+DEFAULT, CLI, TOML, CONFIG = "default", "CLI", "TOML", "config"
+
+#: The fields the model reads: ``section.name`` (as in TOML and on the command
+#: line) -> (kind, torchtitan's default). Kinds: ``int``, ``bool``, ``str``,
+#: ``list`` (of strings).
+FIELDS: dict[str, tuple[str, Value]] = {
+    "model.name": ("str", "llama3"),
+    "model.flavor": ("str", "debugmodel"),
+    "parallelism.data_parallel_shard_degree": ("int", -1),
+    "parallelism.data_parallel_replicate_degree": ("int", 1),
+    "parallelism.tensor_parallel_degree": ("int", 1),
+    "parallelism.context_parallel_degree": ("int", 1),
+    "parallelism.pipeline_parallel_degree": ("int", 1),
+    "parallelism.expert_parallel_degree": ("int", 1),
+    "compile.enable_passes": ("bool", False),
+    "compile.disable_passes": ("list", ()),
+    "compile.enable_fsdp_ag_rs_overlap": ("bool", False),
+    "compile.passes": ("list", ()),
+}
+#: The sections those fields live in.
+SECTIONS = ("model", "parallelism", "compile")
+
+
+class Setting:
+    """A field's value and where it came from."""
+
+    __slots__ = ("source", "value")
+
+    def __init__(self, value: Value, source: str) -> None:
+        self.value = value
+        self.source = source
+        """``default``, ``CLI``, ``TOML``, or ``config`` (a config object)."""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Setting):
+            return NotImplemented
+        return (self.value, self.source) == (other.value, other.source)
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.source))
+
+    def __repr__(self) -> str:
+        return f"Setting(value={self.value!r}, source={self.source!r})"
+
+
+_MISSING = object()
+
+
+def merge(
+    config: Mapping[str, Any] | None,
+    overrides: Mapping[str, Value],
+    where: str = "",
+) -> dict[str, Setting]:
+    """The fields from a nested config mapping (parsed TOML, read from
+    ``where``) and CLI overrides.
+
+    Tables, dotted keys and inline tables all parse to the same nesting.
+    ``ConfigError`` names a field with a wrong type or out of range (as
+    ``where: field``, or ``--field`` for a value from the command line), and a
+    key an edit or two away from a field (torchtitan refuses unknown fields).
+    """
+    if config is not None:
+        check_near_misses(config, where)
+    settings: dict[str, Setting] = {}
+    for key, (_, default) in FIELDS.items():
+        if key in overrides:
+            settings[key] = Setting(overrides[key], CLI)
+            continue
+        found = _lookup(config, key, where)
+        if found is _MISSING:
+            settings[key] = Setting(default, DEFAULT)
+        else:
+            settings[key] = Setting(_checked(key, found, where), TOML)
+    _check_degrees(settings, where)
+    return settings
+
+
+def _named(where: str, name: str) -> str:
+    """How an error names a field of a config read from ``where``."""
+    return f"{where}: {name}" if where else name
+
+
+def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:
+    """The fields from a config object read by attribute, as PR #4032 reads
+    ``Trainer.Config`` (``config.parallelism.*``, ``config.compile.*``)."""
+    if not any(hasattr(config, s) for s in ("model", "model_spec", *SECTIONS[1:])):
+        raise ConfigError(
+            f"a {type(config).__name__} is not a job config: expected a mapping"
+            " (parsed TOML), a torchtitan config object or None"
+        )
+    settings: dict[str, Setting] = {}
+    for key, (kind, default) in FIELDS.items():
+        section, _, name = key.partition(".")
+        holder = getattr(config, section, None)
+        if holder is None and section == "model":  # Trainer.Config: model_spec
+            holder = getattr(config, "model_spec", None)
+        found = getattr(holder, name, _MISSING)
+        if key in overrides:
+            settings[key] = Setting(overrides[key], CLI)
+        elif found is _MISSING or found is None:
+            # A config object with no ``model.name`` (registry era) names no
+            # model: MoE is then decided by the caller or by the degree.
+            settings[key] = Setting("" if section == "model" else default, DEFAULT)
+        else:
+            if kind == "list" and isinstance(found, list):
+                found = tuple(found)
+            settings[key] = Setting(_checked(key, found, "config"), CONFIG)
+    _check_degrees(settings, "config")
+    return settings
+
+
+def _lookup(config: Mapping[str, Any] | None, key: str, where: str) -> Any:
+    if config is None:
+        return _MISSING
+    section_name, _, name = key.partition(".")
+    section = config.get(section_name, _MISSING)
+    if section is _MISSING:
+        return _MISSING
+    if not isinstance(section, Mapping):
+        raise ConfigError(
+            f"a {type(section).__name__}, not a table", _named(where, section_name)
+        )
+    return section.get(name, _MISSING)
+
+
+_KIND_NAMES = {
+    "int": "an integer",
+    "bool": "true or false",
+    "str": "a string",
+    "list": "a list of strings",
+}
+
+
+def _checked(key: str, value: Any, where: str) -> Value:
+    """``value`` if it has the field's type (bools are not integers here)."""
+    kind = FIELDS[key][0]
+    if kind == "list":
+        ok = isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, bool if kind == "bool" else str)
+    if not ok:
+        raise ConfigError(
+            f"{_short(value)} is not {_KIND_NAMES[kind]}", _named(where, key)
+        )
+    return tuple(value) if kind == "list" else value
+
+
+def _check_degrees(settings: dict[str, Setting], where: str) -> None:
+    """torchtitan's ``ParallelDims`` rejects these; so do we, naming the field
+    where its value came from (the command line's flag, or the config)."""
+    for key, setting in settings.items():
+        value = setting.value
+        if not key.endswith("_degree") or not isinstance(value, int):
+            continue
+        shard = key.endswith("data_parallel_shard_degree")
+        if value >= 1 or (shard and value == -1):
+            continue
+        allowed = "-1 or >= 1" if shard else ">= 1"
+        source = f"--{key}" if setting.source == CLI else _named(where, key)
+        raise ConfigError(f"{value} must be {allowed}", source)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# Near misses: a name an edit or two away from a field the model reads is a typo
+# that would change Q without a word. torchtitan refuses unknown command-line
+# flags (tyro) and, since 0.2, unknown fields in a TOML job config
+# (``ConfigManager._dict_to_dataclass``); no field of its own is that close to
+# one of ours (tests/unit/test_config.py holds that against its field lists).
+
+#: Most edits (insert, delete, replace) between a typo and the field it means.
+MAX_EDITS = 2
+
+
+def near_miss(name: str) -> str | None:
+    """The field ``name`` (``section.field``) is a typo of, or None when it is
+    one exactly or is not close to any. A TOML key must be spelt exactly (a
+    ``-`` for a ``_`` is a typo there); a flag is normalized by its caller."""
+    if name in FIELDS:
+        return None
+    for key in FIELDS:
+        if edits_within(name, key, MAX_EDITS):
+            return key
+    return None
+
+
+def edits_within(a: str, b: str, limit: int) -> bool:
+    """Whether the edit distance of ``a`` and ``b`` is at most ``limit``:
+    Levenshtein's, row by row, stopping as soon as every cell of a row is over."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            row.append(min(previous[j] + 1, row[j - 1] + 1,
+                           previous[j - 1] + (ca != cb)))  # fmt: skip
+        if min(row) > limit:
+            return False
+        previous = row
+    return previous[-1] <= limit
+
+
+#: A TOML key that names a module of the user's with more fields: unknown keys
+#: may be those, so none is taken for a typo.
+CUSTOM_CONFIG_MODULE = "custom_config_module"
+
+
+def check_near_misses(config: Mapping[str, Any], where: str = "") -> None:
+    """``ConfigError`` for a table or key of a parsed TOML job config that is a
+    typo of one the model reads, naming the one it means."""
+    job = config.get("job")
+    if isinstance(job, Mapping) and job.get(CUSTOM_CONFIG_MODULE):
+        return
+    for section, table in config.items():
+        if section not in SECTIONS:
+            for ours in SECTIONS:
+                if edits_within(section, ours, MAX_EDITS):
+                    raise ConfigError(
+                        f"not a torchtitan section; did you mean [{ours}]?",
+                        _named(where, f"[{section}]"),
+                    )
+        elif isinstance(table, Mapping):
+            for key in table:
+                meant = near_miss(f"{section}.{key}")
+                if meant is not None:
+                    raise ConfigError(
+                        f"not a torchtitan field; did you mean {meant}?",
+                        _named(where, f"{section}.{key}"),
+                    )
+
+
+# Reading a small file without ever blocking, following a loop or filling memory:
+# start-up code runs in every process, and a config path may name a FIFO, a
+# device, a directory or a huge file.
+
+#: Largest job config read. torchtitan's biggest shipped TOML is under 4 KiB;
+#: 64 KiB leaves room for generated configs, and bounds the parse: tomllib
+#: spends ~3 s per MiB on adversarial but valid TOML (benchmarks/toml_limits.py).
+MAX_CONFIG_BYTES = 64 << 10
+
+# O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: a terminal
+# device must not become the controlling terminal.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_small_file(path: str, limit: int, flags: int = 0) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, else
+    ``ConfigError`` (its source: the path). ``flags`` are added to the open."""
+    if not path:
+        raise ConfigError("empty path")
+    try:
+        fd = os.open(path, _OPEN_FLAGS | flags)
+    except OSError as exc:
+        raise ConfigError(exc.strerror or type(exc).__name__, path) from None
+    try:
+        return read_open(fd, limit)
+    except ConfigError as exc:
+        raise exc.within(path) from None
+    finally:
+        os.close(fd)
+
+
+def read_open(fd: int, limit: int) -> bytes:
+    """The bytes of the regular file open at ``fd``, at most ``limit``."""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > limit:
+            raise ConfigError(f"{info.st_size} bytes, more than the {limit} read")
+        chunks = []
+        left = limit + 1  # a file that grows past its stat() size is caught too
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ConfigError(exc.strerror or type(exc).__name__) from None
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise ConfigError(f"more than the {limit} bytes read")
+    return data
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+# The TOML job config: bounded, parsed, never executed.
+
+
+def load_toml(path: str) -> dict[str, Any]:
+    """The parsed job config at ``path``; ``ConfigError`` (source: the path) if
+    it is not one."""
+    data = read_small_file(path, MAX_CONFIG_BYTES)
+    try:
+        return parse_toml(data)
+    except ConfigError as exc:
+        raise exc.within(path) from None
+
+
+#: Most dots on one line. tomllib's time grows with the cube of a dotted key's
+#: depth (40,000 levels: 30 s); 256 costs under a millisecond, and no job
+#: config comes near it.
+MAX_DOTS_PER_LINE = 256
+
+
+def parse_toml(data: bytes) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text") from None
+    for line in text.splitlines():
+        if line.count(".") > MAX_DOTS_PER_LINE:
+            raise ConfigError(
+                f"a line with more than {MAX_DOTS_PER_LINE} dots; not a job config"
+            )
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.9 and 3.10
+        import tomli as tomllib
+    try:
+        parsed: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}") from None
+    except (RecursionError, ValueError, MemoryError) as exc:
+        # A TOML parser may give up on pathological nesting or huge integers.
+        raise ConfigError(f"unparsable TOML ({type(exc).__name__})") from None
+    return parsed
+
+
+# Settings as JSON: what the ``--module`` child reports and the cache keeps.
+
+SOURCES = (DEFAULT, CLI, TOML, CONFIG)
+
+
+def settings_to_json(settings: Mapping[str, Setting]) -> dict[str, list[object]]:
+    return {
+        key: [list(s.value) if isinstance(s.value, tuple) else s.value, s.source]
+        for key, s in settings.items()
+    }
+
+
+def settings_from_json(doc: object) -> dict[str, Setting]:
+    """What :func:`settings_to_json` wrote, checked field by field;
+    ``ConfigError`` for anything else."""
+    if not isinstance(doc, dict) or set(doc) != set(FIELDS):
+        raise ConfigError("not the fields the model reads")
+    settings = {}
+    for key, pair in doc.items():
+        if not (isinstance(pair, list) and len(pair) == 2 and pair[1] in SOURCES):
+            raise ConfigError("not a value and its source", key)
+        settings[key] = Setting(_checked(key, pair[0], ""), pair[1])
+    return settings

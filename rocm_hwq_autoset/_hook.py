@@ -1,0 +1,142 @@
+"""The start-up hook: decide, apply, say. The only code that writes
+``os.environ`` or stderr at interpreter start.
+
+:func:`run` asks :func:`_decision.decide` what to do for this process and
+applies the answer: the value and its marker into the environment, one line on
+stderr. A ``--module`` launch's answer comes later, from the evaluation that
+``_registry_parent`` starts; it applies it through :func:`apply` too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ._config import load_toml
+from ._decision import (
+    INPUTS,
+    ORIGIN,
+    QUEUES,
+    SET,
+    SKIP,
+    WARNING,
+    Outcome,
+    Pending,
+    decide,
+    log_level,
+    prints_for_node,
+)
+
+TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
+if TYPE_CHECKING:
+    from collections.abc import Mapping, MutableMapping
+    from typing import Any
+
+    from ._rocm import Verdict
+
+PREFIX = "rocm-hwq-autoset: "
+#: A line longer than this loses the middle of its cause: a path, a parser's
+#: message or a list can be long; what was done about it always stays.
+MAX_LINE = 400
+
+#: What the hook decided in this process, once it ran (``doctor`` shows it).
+decided: Outcome | Pending | None = None
+
+
+def run() -> None:
+    """Decide and apply, once per process however often ``site`` calls it (a
+    venv can list its site-packages twice). Never raises."""
+    global decided
+    if decided is not None:
+        return
+    decided = Outcome(SKIP, "deciding")  # a second call, even from inside, returns
+    try:
+        _, problem = log_level(os.environ)
+        if problem:
+            say(Outcome(WARNING, problem), os.environ)
+        decided = decide(
+            os.environ,
+            list(getattr(sys, "argv", None) or [""]),
+            list(getattr(sys, "orig_argv", None) or []),
+            rocm=_detect,
+            read_toml=_read_toml,
+        )
+        if isinstance(decided, Pending):
+            from ._registry_parent import start
+
+            start(decided, apply)
+        else:
+            apply(decided)
+    except Exception as exc:  # never a traceback at start-up
+        decided = internal_error(exc, "nothing set")
+        say(decided, os.environ)
+
+
+def internal_error(exc: BaseException, tail: str) -> Outcome:
+    return Outcome(WARNING, f"internal error ({type(exc).__name__}: {exc})", tail)
+
+
+def apply(
+    outcome: Outcome, *environs: MutableMapping[str, str], quiet: bool = False
+) -> None:
+    """Set what the outcome sets in each of ``environs`` (``os.environ`` if
+    none; a launcher's worker gets a mapping of its own), and, unless
+    ``quiet``, say it as the first one's log level and rank ask."""
+    targets = environs or (os.environ,)
+    for target in targets:
+        if outcome.queues is not None:
+            target[QUEUES] = str(outcome.queues)
+        if outcome.marker is not None:
+            target[ORIGIN] = outcome.marker
+            if outcome.inputs is not None:
+                target[INPUTS] = outcome.inputs.encode()
+            else:
+                target.pop(INPUTS, None)
+    if not quiet:
+        say(outcome, targets[0])
+
+
+def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
+    """One line on stderr: by default once per node (the launcher or
+    ``LOCAL_RANK`` 0) and never for a skip; every rank and every skip in verbose
+    mode; nothing when quiet."""
+    level, _ = log_level(environ)
+    if level == "quiet":
+        return
+    if level != "verbose" and (outcome.level == SKIP or not prints_for_node(environ)):
+        return
+    lead = {SET: "", SKIP: "nothing to do: "}.get(outcome.level, "warning: ")
+    line = fit(lead + outcome.text, outcome.tail, MAX_LINE - len(PREFIX))
+    try:
+        stream = sys.stderr
+        if stream is not None:
+            stream.write(PREFIX + line + "\n")
+            stream.flush()
+    except Exception:  # a closed or broken stderr must not break start-up
+        pass
+
+
+def fit(text: str, tail: str = "", limit: int = MAX_LINE) -> str:
+    """``text; tail`` on one printable line of at most ``limit`` characters:
+    what does not fit is cut from the middle of ``text``, never from ``tail``."""
+    text, tail = printable(text), printable(tail)
+    end = f"; {tail}" if tail else ""
+    room = limit - len(end)
+    if len(text) > room:
+        head = max(room - 3, 0) * 2 // 3
+        text = text[:head] + "..." + text[len(text) - max(room - 3 - head, 0) :]
+    return text + end
+
+
+def printable(text: str) -> str:
+    return "".join([c if c.isprintable() else "?" for c in text])
+
+
+def _detect() -> Verdict:
+    from ._rocm import detect
+
+    return detect(sys.path, os.environ)
+
+
+def _read_toml(path: str) -> Mapping[str, Any]:
+    return load_toml(path)  # imports the TOML parser only now

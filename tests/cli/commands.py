@@ -1,0 +1,34 @@
+"""Running a command in this process, as the CLI tests do."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._cli import main
+
+PREFIX = "rocm-hwq-autoset: error: "
+
+
+def explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["explain", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code, out, err = explain(capsys, "--json", *args)
+    assert code == 0, err
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one error line of an ``explain`` that exits 2, without its prefix;
+    nothing on stdout."""
+    code, out, err = explain(capsys, *args)
+    assert (code, out) == (2, ""), err
+    assert err.startswith(PREFIX) and err.count("\n") == 1, err
+    return err[len(PREFIX) : -1]

@@ -1,0 +1,514 @@
+"""``explain``: golden reports on the tests' own configs, JSON, export, and one
+line naming the input for every input it refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset import __version__
+from rocm_hwq_autoset._cli import build_parser, main, own_options, split_args
+from rocm_hwq_autoset._cli.term import paint
+
+from ..data import EP2_OVERLAP, EXPECTED, write_job
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from .commands import PREFIX, explain, explain_json, refused
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
+
+
+@pytest.fixture
+def cuda_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process sees a CUDA torch first on its path."""
+    torch_root = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
+    monkeypatch.syspath_prepend(str(torch_root))
+    return torch_root
+
+
+@pytest.fixture
+def rocm_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process sees a ROCm torch first on its path."""
+    torch_root = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    monkeypatch.syspath_prepend(str(torch_root))
+    return torch_root
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("launch", ["shipped", "ep2-overlap"])
+def test_golden_reports(
+    name: str,
+    launch: str,
+    cuda_machine: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The report for each of the tests' own configs (``tests/data.py``);
+    ``UPDATE_GOLDEN=1`` writes them anew."""
+    write_job(tmp_path / "jobs", name)
+    monkeypatch.chdir(tmp_path / "jobs")
+    extra = EP2_OVERLAP if launch == "ep2-overlap" else []
+    code, out, err = explain(capsys, "--job.config_file", name, *extra)
+    assert code == 0 and err == ""
+    # The environment section depends on the machine; it is tested on its own.
+    report, environment = out.split("\nin this environment:\n")
+    assert str(cuda_machine) in environment
+    golden = GOLDEN / f"{name[: -len('.toml')]}.{launch}.txt"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(report)
+    assert report == golden.read_text()
+    assert max(len(line) for line in report.splitlines()[1:]) <= 80
+    lanes = [line.split()[0] for line in report.split("GPU streams counted:\n")[1]
+             .split("\n\n")[0].splitlines() if not line.startswith("   ")]  # fmt: skip
+    assert tuple(lanes) == EXPECTED[name][1 if extra else 0]
+
+
+def test_json(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = explain_json(
+        capsys, "--job.config_file", EXAMPLE,
+        "--parallelism.expert_parallel_degree", "2",
+        "--compile.enable_fsdp_ag_rs_overlap",
+    )  # fmt: skip
+    assert doc["queues"] == 8 and isinstance(doc["queues"], int)
+    assert doc["lanes"] == ["compute", "all_reduce", "dense_all_gather",
+                            "reduce_scatter", "expert_comm"]  # fmt: skip
+    assert doc["streams"] == 5
+    assert doc["settings"]["parallelism.expert_parallel_degree"] == {
+        "value": 2,
+        "source": "CLI",
+    }
+    assert doc["settings"]["model.name"] == {"value": "deepseek_v3", "source": "TOML"}
+    assert doc["settings"]["compile.disable_passes"] == {
+        "value": [],
+        "source": "default",
+    }
+    assert doc["config"] == EXAMPLE and doc["world_size"] is None
+    assert doc["dp_shard_resolved"] is None and doc["evaluation"] is None
+    assert doc["facts"] == {"fsdp": True, "overlap": True, "moe": True,
+                            "expert": True, "tensor": False, "context": False,
+                            "cudagraph": False}  # fmt: skip
+    # Every lane of the model, counted or not, with the facts that decided it.
+    table = {row["lane"]: row for row in doc["table"]}
+    assert [row["lane"] for row in doc["table"] if row["counted"]] == doc["lanes"]
+    assert len(table) == 9
+    assert table["fsdp_comm"]["counted"] is False
+    assert table["fsdp_comm"]["facts"] == ["fsdp", "overlap"]
+    assert "compile.enable_fsdp_ag_rs_overlap = true (CLI)" in table["fsdp_comm"]["why"]
+    assert table["expert_comm"]["why"] == (
+        "model deepseek_v3 (16B) is MoE; parallelism.expert_parallel_degree = 2 (CLI)"
+    )
+    assert doc["reasons"] == {lane: row["why"] for lane, row in table.items()}
+    assert doc["environment"]["rocm"] is False
+    assert doc["environment"]["hook"].startswith("nothing to do: not ROCm")
+
+
+def test_world_size(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--job.config_file", EXAMPLE, "--parallelism.tensor_parallel_degree=8"]
+    doc = explain_json(capsys, "--world-size", "8", *argv)
+    assert doc["lanes"] == ["compute", "all_reduce", "tp_all_gather"]
+    assert doc["world_size"] == 8 and doc["dp_shard_resolved"] == 1
+    _, out, _ = explain(capsys, "--world-size=16", *argv)
+    assert "resolves to 2 = WORLD_SIZE // (1*1*8*1)" in " ".join(out.split())
+
+
+def test_world_size_from_the_environment(
+    cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """``WORLD_SIZE``, as a worker (and the hook in it) reads it; ``--world-size``
+    wins over it; a bad one is named."""
+    argv = ["--job.config_file", EXAMPLE, "--parallelism.tensor_parallel_degree=8"]
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    doc = explain_json(capsys, *argv)
+    assert doc["world_size"] == 8 and doc["dp_shard_resolved"] == 1
+    assert doc["lanes"] == ["compute", "all_reduce", "tp_all_gather"]
+    doc = explain_json(capsys, "--world-size", "16", *argv)
+    assert doc["world_size"] == 16 and doc["dp_shard_resolved"] == 2
+    assert "fsdp_comm" in doc["lanes"]
+    monkeypatch.setenv("WORLD_SIZE", "eight")
+    assert refused(capsys, *argv) == "WORLD_SIZE: 'eight' is not a positive integer"
+
+
+def test_export(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE,
+                             "--parallelism.expert_parallel_degree", "2")  # fmt: skip
+    assert code == 0
+    assert out == "export GPU_MAX_HW_QUEUES=4\n"
+    assert "expert_comm" in err and "GPU_MAX_HW_QUEUES=4" in err
+
+
+def test_an_explicit_value_is_exported_as_it_is(
+    cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """An explicit ``GPU_MAX_HW_QUEUES`` always wins, in the hook and in the
+    export; stderr says so."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert code == 0
+    assert out == "export GPU_MAX_HW_QUEUES=16\n"
+    assert "GPU_MAX_HW_QUEUES=16 is set explicitly: exported as it is" in err
+    assert "GPU_MAX_HW_QUEUES=4  (3 streams" in err  # the report still says Q
+
+
+def test_a_value_set_by_the_hook_is_not_explicit(
+    cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """In a worker whose launcher set 8 for another launch, the export is this
+    launch's Q."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "8 job.config_file")
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert code == 0 and out == "export GPU_MAX_HW_QUEUES=4\n"
+    assert "8 (set by rocm-hwq-autoset)" in err
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+def test_an_explicit_value_hip_cannot_use_exports_nothing(
+    value: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", value)
+    said = refused(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert said == (
+        f"GPU_MAX_HW_QUEUES={value!r} is set but is not a positive integer,"
+        " which HIP cannot use; nothing to export"
+    )
+    # Without --export, the report says it, as the hook's warning.
+    code, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert code == 0
+    assert f"{value!r} (explicit, but HIP cannot use it)" in out
+
+
+def test_export_in_a_shell(tmp_path: Path) -> None:
+    """``eval "$(rocm-hwq-autoset explain --export ...)"`` in a job script."""
+    script = (
+        f'eval "$("{sys.executable}" -m rocm_hwq_autoset explain --export'
+        f' --job.config_file "{EXAMPLE}" --parallelism.expert_parallel_degree 2'
+        ' --compile.enable_fsdp_ag_rs_overlap)" && echo "Q=$GPU_MAX_HW_QUEUES"'
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+           "ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Q=8\n"
+
+
+def readme_export_lines() -> str:
+    """The job-script lines the README shows for ``--export``."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index('exports="$(rocm-hwq-autoset explain --export')
+    return text[start : text.index("```", start)]
+
+
+@pytest.mark.parametrize("config_exists", [True, False])
+def test_readme_export_lines_in_a_strict_job_script(
+    tmp_path: Path, config_exists: bool
+) -> None:
+    """The README's lines in a ``set -euo pipefail`` script: the value on
+    success; on failure the script stops there, with nothing exported."""
+    job = tmp_path / "job.toml"
+    if config_exists:
+        job.write_text(Path(EXAMPLE).read_text())
+    lines = readme_export_lines().replace(
+        "rocm-hwq-autoset", f'"{sys.executable}" -m rocm_hwq_autoset'
+    )
+    script = (
+        "set -euo pipefail\n"
+        f"cd {str(tmp_path)!r}\n"
+        + lines
+        + 'echo "reached Q=${GPU_MAX_HW_QUEUES:-unset}"\n'
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env
+    )
+    if config_exists:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == "reached Q=4\n"
+    else:
+        assert proc.returncode == 2
+        assert proc.stdout == ""
+        assert proc.stderr.count("\n") == 1
+        assert "job.toml" in proc.stderr
+
+
+def test_passthrough_and_defaults(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, "--training.steps", "10", "--foo.bar", "x", "y")
+    assert doc["config"] == "none: torchtitan's defaults"
+    assert doc["lanes"] == ["compute", "all_reduce", "fsdp_comm"]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "message"),
+    [
+        ("explain", ["--world_size", "1"],
+         "explain: --world_size: unrecognized option; did you mean --world-size?"),
+        ("explain", ["--jsno"], "explain: --jsno: unrecognized option; did you mean"
+         " --json?"),
+        ("explain", ["--foo", "bar"], "explain: --foo: unrecognized option"),
+        ("explain", ["job.toml"], "explain: unexpected argument 'job.toml'"),
+        ("verify", ["t.json", "--queue", "8"], "verify: --queue: unrecognized"
+         " option; did you mean --queues?"),
+        ("doctor", ["--verbose"], "doctor: --verbose: unrecognized option"),
+    ],
+)  # fmt: skip
+def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
+    command: str, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(PREFIX + message) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("own", "training", "args"),
+    [
+        (["--json"], ["--job.config_file", "x"], ["--job.config_file", "x", "--json"]),
+        (["--world-size", "8"], ["--a.b", "1"], ["--a.b", "1", "--world-size", "8"]),
+        (["--world-size=8"], ["--a.b"], ["--world-size=8", "--a.b"]),
+        (["--no-cache"], ["--module", "m"], ["--module", "m", "--no-cache"]),
+        (
+            [],
+            ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
+            ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
+        ),
+        ([], ["--json"], ["--", "--json"]),
+    ],
+)
+def test_split_args(own: list[str], training: list[str], args: list[str]) -> None:
+    _, commands = build_parser()
+    options = own_options(commands["explain"])
+    assert split_args("explain", options, args) == (own, training)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--job.config_file", "/nonexistent.toml"],
+         "/nonexistent.toml: No such file or directory"),
+        (["--job.config_file", "/"], "/: not a regular file (a directory)"),
+        (["--job.config_file", EXAMPLE, "--parallelism.tensor_parallel_degree", "2.0"],
+         "--parallelism.tensor_parallel_degree: '2.0' is not an integer"),
+        (["--job.config_file", EXAMPLE, "--parallelism.tensor_parallel_degree", "0"],
+         "--parallelism.tensor_parallel_degree: 0 must be >= 1"),
+        (["--world-size", "0"], "--world-size: 0"),
+    ],
+)  # fmt: skip
+def test_errors_exit_2_in_one_line(
+    args: list[str],
+    message: str,
+    cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    said = refused(capsys, *args)
+    assert said.startswith(message), said
+
+
+def test_errors_in_a_toml_name_the_file_and_the_field(
+    tmp_path: Path, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    Path("job.toml").write_text("[parallelism]\ntensor_parallel_degree = 0\n")
+    said = refused(capsys, "--job.config_file", "job.toml")
+    assert said == "job.toml: parallelism.tensor_parallel_degree: 0 must be >= 1"
+    Path("bad.toml").write_text("[parallelism\n")
+    assert refused(capsys, "--job.config_file=bad.toml").startswith(
+        "bad.toml: invalid TOML"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--module", "graph_trainer.llama3"], "--config"),
+        (["--config", "graph_trainer_llama3_debugmodel"], "--module"),
+        (["--config", "graph_trainer_llama3_debugmodel", "--module"], "--module"),
+        (["--module", "graph_trainer.llama3", "--config"], "--config"),
+        (["--module=", "--config=x"], "--module"),
+    ],
+)
+def test_a_module_launch_needs_both_flags_with_values(
+    args: list[str], flag: str, cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """As torchtitan's ``ConfigManager`` does; no child is started for it."""
+    said = refused(capsys, *args)
+    assert said.startswith(f"{flag}: "), said
+    assert "requires a value" in said or "is required" in said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--job.config_file"],
+         "--job.config_file: expects a value: the TOML job config"),
+        (["--job.config_file", ""], "--job.config_file: empty path"),
+        (["--job.config_file="], "--job.config_file: empty path"),
+        (["--parallelism.tensor_parallel_degree", "2", "--job.config-file"],
+         "--job.config-file: expects a value: the TOML job config"),
+    ],
+)  # fmt: skip
+def test_a_config_file_flag_needs_a_path(
+    args: list[str], said: str, cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    assert refused(capsys, *args) == said
+
+
+def test_a_flag_without_its_value_is_named_not_the_toml(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = refused(capsys, "--job.config_file", EXAMPLE,
+                   "--parallelism.expert_parallel_degree")  # fmt: skip
+    assert said == "--parallelism.expert_parallel_degree: expects a value"
+
+
+def test_a_flag_a_typo_away_from_ours_is_refused(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tyro refuses an unknown flag; one an edit or two away from a field the
+    model reads would change Q without a word."""
+    said = refused(capsys, "--export", "--job.config_file", EXAMPLE,
+                   "--compile.enable_fsdp_ag_rs_overlapp")  # fmt: skip
+    assert said == (
+        "--compile.enable_fsdp_ag_rs_overlapp: not a torchtitan option;"
+        " did you mean --compile.enable_fsdp_ag_rs_overlap?"
+    )
+
+
+def test_a_toml_key_a_typo_away_from_ours_is_refused(
+    tmp_path: Path, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """torchtitan 0.2.x refuses unknown TOML fields, unless the job names a
+    custom config module (whose fields we do not know)."""
+    monkeypatch.chdir(tmp_path)
+    typo = "[parallelism]\nexpert_paralel_degree = 2\n"
+    Path("job.toml").write_text(typo)
+    said = refused(capsys, "--export", "--job.config_file", "job.toml")
+    assert said == (
+        "job.toml: parallelism.expert_paralel_degree: not a torchtitan field;"
+        " did you mean parallelism.expert_parallel_degree?"
+    )
+    Path("custom.toml").write_text(
+        '[job]\ncustom_config_module = "my.job_config"\n' + typo
+    )
+    code, out, _ = explain(capsys, "--export", "--job.config_file", "custom.toml")
+    assert code == 0 and out == "export GPU_MAX_HW_QUEUES=4\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--job.config_file", "/nonexistent.toml"],
+         "/nonexistent.toml: No such file or directory"),
+        (["--module", "graph_trainer.llama3"], "--config: is required"),
+        (["--job.config_file", EXAMPLE, "--compile.enable_passes=1"],
+         "--compile.enable_passes: is a flag and takes no value"),
+    ],
+)  # fmt: skip
+def test_json_errors_are_json(
+    args: list[str], error: str, cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    code, out, err = explain(capsys, "--json", *args)
+    assert code == 2
+    doc = json.loads(out)
+    assert list(doc) == ["error"] and doc["error"].startswith(error)
+    assert err == f"{PREFIX}{doc['error']}\n"
+
+
+def test_rocm_machine_says_what_the_hook_would_do(
+    rocm_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    _, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert "ROCm yes: " in " ".join(out.split())
+    assert "would set GPU_MAX_HW_QUEUES=4" in out
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
+    _, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert "16 (explicit: the hook leaves it)" in out
+    assert "GPU_MAX_HW_QUEUES=16 was set explicitly" in out
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "off")
+    doc = explain_json(capsys, "--job.config_file", EXAMPLE)
+    assert doc["environment"]["opted_out"] is True
+    assert doc["environment"]["explicit"] is True
+
+
+def test_the_hook_line_follows_the_world_size(
+    rocm_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hook's line is decided for the same world size as the report."""
+    args = ["--job.config_file", EXAMPLE, "--parallelism.tensor_parallel_degree=8"]
+    doc = explain_json(capsys, "--world-size", "8", *args)
+    assert doc["queues"] == 4 and doc["environment"]["hook"].endswith("=4")
+    doc = explain_json(capsys, *args, "--compile.enable_fsdp_ag_rs_overlap")
+    assert doc["queues"] == 8 and doc["environment"]["hook"].endswith("=8")
+
+
+def test_usage_version_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"rocm-hwq-autoset {__version__}\n"
+    for command in ([], ["explain"], ["doctor"], ["verify"]):
+        with pytest.raises(SystemExit) as exit_:
+            main([*command, "--help"])
+        assert exit_.value.code == 0
+        text = capsys.readouterr().out
+        assert "example" in text
+        assert max(len(line) for line in text.splitlines()) <= 80
+    with pytest.raises(SystemExit) as exit_:
+        main(["frobnicate"])
+    assert exit_.value.code == 2
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2
+
+
+class _Tty:
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert paint("ok", "green", _Tty()) == "\033[32mok\033[0m"  # type: ignore[arg-type]
+    assert paint("ok", "green", sys.stdout) == "ok" or sys.stdout.isatty()
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+
+
+def test_readme_shows_what_explain_prints(
+    cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The README's sample report is the command's output, up to the part that
+    describes the machine it ran on."""
+    command = (
+        "$ rocm-hwq-autoset explain --job.config_file examples/deepseek_v3_16b.toml"
+        " --parallelism.expert_parallel_degree 2\n"
+    )
+    text = (ROOT / "README.md").read_text()
+    start = text.index(command) + len(command)
+    shown = text[start : text.index("\nin this environment:", start)]
+    monkeypatch.chdir(ROOT)
+    code, out, _ = explain(capsys, "--job.config_file", "examples/deepseek_v3_16b.toml",
+                           "--parallelism.expert_parallel_degree", "2")  # fmt: skip
+    assert code == 0
+    assert out.startswith(shown + "\nin this environment:")

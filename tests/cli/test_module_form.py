@@ -1,0 +1,228 @@
+"""torchtitan's ``--module``/``--config`` form through the commands, with a
+stand-in torchtitan: ``explain`` and ``verify`` evaluate the config as the hook
+does, in a child interpreter (torchtitan on its ``PYTHONPATH``, the recipes in
+its working directory), never in the command's own process; one line for every
+refusal. The launch itself, end to end, is in tests/e2e/test_module_launch.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._cli import main
+
+from ..data import kernel, write_trace
+from ..helpers import ROCM_VERSION_PY, fake_torch
+from ..standin import write_recipes, write_standin
+from .commands import explain, explain_json, refused
+
+ROOT = Path(__file__).resolve().parents[2]
+DS = ["--module", "graph_trainer.deepseek_v3", "--config",
+      "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
+LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmodel"]
+
+#: A recipe module whose registry answers a missing config as torchtitan 0.3.0's
+#: ConfigManager does: the name, the module, and every config function it has.
+LONG_RECIPES = """
+NAMES = [f"{model}_{size}" for model in ("llama3", "llama4", "qwen3", "deepseek_v3")
+         for size in ("debugmodel", "1b", "8b", "16b", "32b", "70b", "405b",
+                      "671b", "debugmodel_flex_attn", "debugmodel_float8")]
+
+def __getattr__(name):
+    raise ValueError(
+        f"Config function {name!r} not found in long_recipes.config_registry. "
+        f"Available config functions: {NAMES}"
+    )
+"""
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in torchtitan where the evaluating child finds it (its
+    ``PYTHONPATH``, this package beside it), and a working directory of recipes.
+    This process's own ``sys.path`` stays as it is: it must not need them."""
+    root = write_standin(tmp_path / "standin")
+    work = write_recipes(tmp_path / "work")
+    (work / "long_recipes").mkdir()
+    (work / "long_recipes" / "__init__.py").write_text("")
+    (work / "long_recipes" / "config_registry.py").write_text(LONG_RECIPES)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), str(ROOT)]))
+    monkeypatch.setenv("STANDIN_LOG", str(tmp_path / "standin.log"))
+    monkeypatch.chdir(work)
+    return tmp_path / "standin.log"
+
+
+def evaluations(log: Path) -> list[list[Any]]:
+    """The stand-in's ``parse_args`` calls: ``[name, pid, args, ...]``."""
+    if not log.exists():
+        return []
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    return [call for call in calls if call[0] == "parse_args"]
+
+
+@pytest.mark.parametrize(
+    ("args", "lanes"),
+    [
+        (LLAMA, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
+        ([*LLAMA, "--compile.disable_passes", "cudagraph_pass"],
+         ["compute", "all_reduce", "fsdp_comm"]),
+        ([*LLAMA, "--compile.enable_fsdp_ag_rs_overlap"],
+         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter"]),
+        (DS, ["compute", "all_reduce", "fsdp_comm", "cudagraph_capture"]),
+        ([*DS, "--parallelism.expert_parallel_degree", "2"],
+         ["compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture"]),
+        ([*DS, "--parallelism.expert_parallel_degree=2",
+          "--compile.enable_fsdp_ag_rs_overlap"],
+         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter",
+          "expert_comm"]),
+        (["--module", "my_recipes", "--config", "dense_tp2",
+          "--parallelism.expert_parallel_degree", "2"],
+         ["compute", "all_reduce", "fsdp_comm", "tp_all_gather", "cudagraph_capture"]),
+    ],
+)  # fmt: skip
+def test_explain_evaluates_like_torchtitan(
+    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], lanes: list[str]
+) -> None:
+    doc = explain_json(capsys, *args)
+    assert doc["lanes"] == lanes
+    assert doc["queues"] == (8 if len(lanes) > 4 else 4)
+    assert "torch" not in sys.modules and "torchtitan" not in sys.modules
+    [evaluation] = evaluations(standin)
+    assert evaluation[1] != os.getpid() and evaluation[2] == args
+
+
+def test_explain_sources_and_model(
+    standin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
+    settings = doc["settings"]
+    assert settings["parallelism.expert_parallel_degree"] == {
+        "value": 2,
+        "source": "CLI",
+    }
+    assert settings["compile.enable_passes"] == {"value": True, "source": "config"}
+    assert settings["model.name"] == {"value": "deepseek_v3", "source": "config"}
+    assert doc["inputs"]["moe"] is True and doc["inputs"]["moe_from"] == "traverse"
+    assert doc["config"] == (
+        "--module graph_trainer.deepseek_v3 --config"
+        " graph_trainer_deepseek_v3_debugmodel (torchtitan's config registry)"
+    )
+    table = {row["lane"]: row for row in doc["table"]}
+    assert table["expert_comm"]["why"] == (
+        "the model has MoE layers (model_spec.model.traverse(MoE.Config));"
+        " parallelism.expert_parallel_degree = 2 (CLI)"
+    )
+
+
+def test_the_evaluation_is_cached_and_said(
+    standin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first ``explain`` evaluates, the next one reads the cache, ``--no-cache``
+    evaluates anew; the report's ``evaluation`` row says which."""
+    assert explain_json(capsys, *LLAMA)["evaluation"] == "evaluated (cache: no entry)"
+    assert explain_json(capsys, *LLAMA)["evaluation"].startswith("from the cache (")
+    assert len(evaluations(standin)) == 1
+    code, out, _ = explain(capsys, "--no-cache", *LLAMA)
+    assert code == 0 and len(evaluations(standin)) == 2
+    rows = dict(line.split(None, 1) for line in out.splitlines()[:6]
+                if line and not line.startswith(" "))  # fmt: skip
+    assert rows["evaluation"] == "evaluated (--no-cache)"
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_verify_evaluates_a_module_launch_as_explain_does(
+    standin: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = write_trace(tmp_path / "trace.json",
+                        {"traceEvents": [kernel(0, s) for s in range(5)]})  # fmt: skip
+    args = [*DS, "--parallelism.expert_parallel_degree", "2"]
+    assert main(["verify", "--json", trace, *args]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["queues"] == 8  # the config's 5 lanes, not torchtitan's defaults
+    assert doc["queues"] == explain_json(capsys, *args)["queues"]
+
+
+def test_explain_world_size(
+    standin: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    args = ["--module", "my_recipes", "--config", "dense_tp2"]
+    doc = explain_json(capsys, "--world-size", "2", *args)
+    assert "fsdp_comm" not in doc["lanes"]  # 2 // tp 2 = 1
+    assert doc["dp_shard_resolved"] == 1
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    doc = explain_json(capsys, *args)
+    assert doc["world_size"] == 8 and doc["dp_shard_resolved"] == 4
+    assert "fsdp_comm" in doc["lanes"]
+    assert len(evaluations(standin)) == 1  # the world size is not in the key
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([*LLAMA[:1], "--config", "nope"],
+         "--module/--config: torchtitan could not build the config (AttributeError"),
+        (["--module", "nope", "--config", "x"],
+         "--module/--config: torchtitan could not build the config (ImportError"),
+        ([*LLAMA, "--compile.enable_passes", "False"],
+         "--module/--config: torchtitan rejected the arguments: Unrecognized"
+         " arguments: False"),
+    ],
+)  # fmt: skip
+def test_explain_errors(
+    standin: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    assert refused(capsys, *args).startswith(said)
+    code, out, _ = explain(capsys, "--json", *args)
+    assert code == 2 and json.loads(out)["error"].startswith(said)
+
+
+def test_a_missing_config_is_one_short_line(
+    standin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchtitan names every config function of the module (40 here, some 870
+    characters): the list is cut to its first few, and the line to fit."""
+    said = refused(capsys, "--module", "long_recipes", "--config", "nope")
+    assert len(said) <= 240
+    assert said.startswith(
+        "--module/--config: torchtitan could not build the config (ValueError:"
+        " Config function 'nope' not found in long_recipe"
+    )
+    assert said.endswith("'llama3_8b', 'llama3_16b', 'llama3_32b', ... (40 in all)])")
+    assert "'llama4_" not in said
+
+
+def test_explain_without_torchtitan(
+    standin: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    blocker = tmp_path / "blocker"
+    (blocker / "torchtitan").mkdir(parents=True)
+    (blocker / "torchtitan" / "__init__.py").write_text(
+        "raise ImportError('no torchtitan here')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(blocker), str(ROOT)]))
+    said = refused(capsys, *LLAMA)
+    assert said == (
+        "--module/--config: torchtitan cannot be imported here (ImportError: no"
+        " torchtitan here)"
+    )
+
+
+def test_explain_on_rocm_reuses_its_evaluation(
+    standin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The hook line of ``explain --module`` does not evaluate the config again."""
+    monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)))
+    doc = explain_json(capsys, *DS, "--parallelism.expert_parallel_degree", "2")
+    assert doc["environment"]["rocm"] is True
+    assert doc["environment"]["hook"] == "would set GPU_MAX_HW_QUEUES=8"
+    [evaluation] = evaluations(standin)
+    assert evaluation[1] != os.getpid()  # in a child, once
+    assert evaluation[4] == "0"  # with the hook off in the child

@@ -1,0 +1,86 @@
+"""The commands as real processes of this venv: its console script and ``python
+-m rocm_hwq_autoset``. The start-up hook stays out of the package's own
+commands, so each says a thing once, itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..data import write_job
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).with_name("rocm-hwq-autoset")
+LAUNCHERS = {
+    "console script": [str(SCRIPT)],
+    "python -m": [sys.executable, "-m", "rocm_hwq_autoset"],
+}
+#: Before 3.10 a process started as ``python -m M`` cannot tell M at start-up
+#: (no ``sys.orig_argv``): the hook cannot know it is the package's own command.
+EACH_LAUNCHER = [
+    "console script",
+    pytest.param("python -m", marks=pytest.mark.skipif(
+        sys.version_info < (3, 10), reason="Python < 3.10 has no sys.orig_argv")),
+]  # fmt: skip
+JOB = "models__deepseek_v3__deepseek_v3_16b.toml"
+
+
+def run(
+    launcher: str, args: list[str], cwd: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    assert SCRIPT.is_file(), f"{SCRIPT}: the venv's console script is missing"
+    full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+                "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cwd / "cache"), **env}  # fmt: skip
+    proc = subprocess.run([*LAUNCHERS[launcher], *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def once_each(text: str) -> bool:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) == len(set(lines))
+
+
+@pytest.mark.parametrize("launcher", EACH_LAUNCHER)
+def test_doctor_with_force_says_it_once(launcher: str, tmp_path: Path) -> None:
+    """With detection skipped, the hook would set Q in doctor's own process and
+    say so before doctor says it again."""
+    write_job(tmp_path, JOB)
+    proc = run(launcher, ["doctor", "--", "--job.config_file", JOB], tmp_path,
+               ROCM_HWQ_AUTOSET="force")  # fmt: skip
+    assert proc.stderr == ""
+    assert proc.returncode == 0, proc.stdout
+    assert once_each(proc.stdout)
+    assert "GPU_MAX_HW_QUEUES      unset" in proc.stdout  # not set in doctor itself
+    assert proc.stdout.count("would set GPU_MAX_HW_QUEUES=4") == 1
+
+
+@pytest.mark.parametrize("launcher", EACH_LAUNCHER)
+def test_export_with_an_unusable_explicit_value_says_it_once(
+    launcher: str, tmp_path: Path
+) -> None:
+    write_job(tmp_path, JOB)
+    proc = run(launcher, ["explain", "--export", "--job.config_file", JOB],
+               tmp_path, GPU_MAX_HW_QUEUES="abc", ROCM_HWQ_AUTOSET="force")  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "rocm-hwq-autoset: error: GPU_MAX_HW_QUEUES='abc' is set but is not a"
+        " positive integer, which HIP cannot use; nothing to export\n"
+    )
+
+
+def test_python_m_and_console_script_agree(tmp_path: Path) -> None:
+    write_job(tmp_path, JOB)
+    docs = []
+    for launcher in sorted(LAUNCHERS):
+        proc = run(launcher, ["explain", "--json", "--job.config_file", JOB], tmp_path)
+        assert proc.returncode == 0 and proc.stderr == ""
+        docs.append(json.loads(proc.stdout))
+    assert docs[0] == docs[1]
+    assert docs[0]["queues"] == 4 and docs[0]["config"] == JOB

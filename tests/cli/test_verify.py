@@ -1,0 +1,370 @@
+"""``verify``: stream counts from generated profiler traces (and the shared
+corpus's real ones where it exists), where Q comes from, and one line saying
+what a file is when it is no trace to check."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli import traces as _traces
+from rocm_hwq_autoset._cli.traces import TraceError, count_streams
+
+from ..data import (
+    TRACE_DEVICES,
+    TRACE_DIR,
+    TRACE_POOLS,
+    TRACE_STREAMS,
+    corpus_dir,
+    kernel,
+    profiler_trace,
+    thread_name,
+    write_trace,
+)
+from ..helpers import by_device
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
+PREFIX = "rocm-hwq-autoset: error: "
+
+#: The shared corpus's real traces, and their streams per device.
+CORPUS_TRACES = {
+    "a100_event_sync_multi_stream.json.gz": {0: {20, 24, 28}},
+    "mi250_rocm6_2_minitoy_train.json.gz": {2: {0}},
+    "sampled_rank-0.json.gz": {0: {7, 23, 25, 84, 203}},
+}
+
+
+def test_corpus_traces() -> None:
+    """Real traces (a CUDA A100, a ROCm MI250, a sampled training rank) count as
+    they always have. Only where the shared corpus exists."""
+    folder = corpus_dir(TRACE_DIR)
+    assert sorted(p.name for p in folder.glob("*.json.gz")) == sorted(CORPUS_TRACES)
+    for name, devices in CORPUS_TRACES.items():
+        assert by_device(str(folder / name)) == devices, name
+
+
+def trace(events: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0}], "traceEvents": events,
+            "traceName": "x", **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("indent", [None, 1])
+def test_the_generated_trace(tmp_path: Path, gz: bool, indent: int | None) -> None:
+    """Several devices, priorities and streams; kernels, copies and memsets;
+    lanes named by metadata; CPU ops, runtime calls and syncs that do not count."""
+    name = "t.json.gz" if gz else "t.json"
+    path = write_trace(tmp_path / name, profiler_trace(), gz=gz, indent=indent)
+    assert count_streams(path) == TRACE_POOLS
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_generated_trace_through_the_command(
+    tmp_path: Path, gz: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_trace(tmp_path / ("t.json.gz" if gz else "t.json"), profiler_trace(),
+                       gz=gz)  # fmt: skip
+    code, out, _ = verify(capsys, "--json", path)
+    doc = json.loads(out)
+    assert code == 0 and doc["queues"] == 4 and doc["ok"] is True
+    [report] = doc["traces"]
+    assert report["devices"] == TRACE_DEVICES
+    assert report["streams"] == report["needed"] == TRACE_STREAMS
+    assert report["power_of_two"] == 4
+    code, out, _ = verify(capsys, "--queues", str(TRACE_STREAMS - 1), path)
+    assert code == 1 and out.splitlines()[1].startswith("short")
+    assert "(device 0: 3, device 0 priority -1: 2, device 1: 3, device 2: 1)" in out
+
+
+def test_array_form(tmp_path: Path) -> None:
+    assert by_device(write_trace(tmp_path / "a.json", [kernel(3, 1)])) == {3: {1}}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b"hello", "not JSON"),
+        (b"42abc", "not JSON"),
+        (b'{"foo": 1, "bar": [1, 2]}',
+         "JSON, but not a profiler trace: an object without traceEvents"),
+        (b'"just a string"', "JSON, but not a profiler trace: a JSON string"),
+        (b"3.5", "JSON, but not a profiler trace: a JSON number"),
+        (b'{"traceEvents": {"a": 1}}', r"expected '\['"),
+        (b'{"traceEvents": [{"ph": "X"}, ', "truncated"),
+        (b'{"traceEvents": [{"ph": "X"}', "truncated"),
+        (b'{"traceEvents": [{"ph": "X"}]', "truncated"),
+        (b'{"traceEvents": [1 2]}', r"expected '\]'"),
+        (b'\xff\xfe{"traceEvents": []}', "binary data, not JSON text"),
+        (bytes(range(256)) * 4, "binary data, not JSON text"),
+    ],
+)  # fmt: skip
+def test_bad_input(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=message):
+        count_streams(str(path))
+
+
+def test_truncated_gzip_and_missing(tmp_path: Path) -> None:
+    data = gzip.compress(json.dumps(profiler_trace()).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError, match=r"unreadable|truncated"):
+        count_streams(str(path))
+    with pytest.raises(TraceError, match="No such file"):
+        count_streams(str(tmp_path / "missing.json"))
+    with pytest.raises(TraceError, match="directory"):
+        count_streams(str(tmp_path))
+
+
+def reference_count(doc: Any) -> dict[Any, set[Any]]:
+    """The obvious, load-everything implementation the streaming one must match."""
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    out: dict[Any, set[Any]] = {}
+    for e in events:
+        a = e.get("args", {})
+        if (
+            e.get("ph") == "X"
+            and "device" in a
+            and "stream" in a
+            and any(k in e.get("cat", "") for k in ("kernel", "memcpy", "memset"))
+        ):
+            out.setdefault(a["device"], set()).add(a["stream"])
+        if (
+            e.get("ph") == "M"
+            and e.get("name") == "thread_name"
+            and str(a.get("name", "")).startswith("stream ")
+        ):
+            out.setdefault(e["pid"], set()).add(e["tid"])
+    return out
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+@pytest.mark.parametrize("seed", range(5))
+def test_chunk_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, seed: int
+) -> None:
+    """Events, numbers and multi-byte characters cut at any byte."""
+    rng = random.Random(seed)
+    events = []
+    for _ in range(200):
+        d, s = rng.randrange(4), rng.randrange(1, 10 ** rng.randrange(1, 7))
+        events.append(kernel(d, s, rng.choice(["kernel", "gpu_memcpy", "cpu_op"])))
+        events.append({"ph": "X", "cat": "cpu_op", "name": "é€😀" * rng.randrange(3),
+                       "args": {"n": 1.5e10}})  # fmt: skip
+    events.append(thread_name(rng.randrange(4), 99, "stream 99 "))
+    doc = trace(events, distributedInfo={"rank": 0, "name": "ünï"})
+    path = write_trace(tmp_path / "t.json", doc, indent=rng.choice([None, 2]))
+    monkeypatch.setattr(_traces, "CHUNK", chunk)
+    assert by_device(path) == reference_count(doc)
+
+
+def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["verify", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """The one error line of a ``verify`` that exits 2, without its prefix."""
+    code, out, err = verify(capsys, *args)
+    assert (code, out) == (2, ""), out + err
+    assert err.startswith(PREFIX) and err.count("\n") == 1, err
+    return err[len(PREFIX) : -1]
+
+
+def test_queue_sources_and_exit_codes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    five = write_trace(tmp_path / "five.json", trace([kernel(0, s) for s in range(5)]))
+    three = write_trace(tmp_path / "three.json.gz",
+                        trace([kernel(0, s) for s in range(3)]), gz=True)  # fmt: skip
+
+    code, out, _ = verify(capsys, three)
+    assert code == 0 and "Q = 4, from HIP's default" in out
+    assert "needs Q >= 3 (rounded up to a power of two" in out
+
+    code, out, _ = verify(capsys, three, five)
+    assert code == 1 and "short" in out
+
+    code, out, _ = verify(capsys, "--queues", "8", three, five)
+    assert code == 0 and "from --queues" in out
+
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
+    code, out, _ = verify(capsys, five)
+    assert code == 0
+    assert "from GPU_MAX_HW_QUEUES in the environment (set explicitly)" in out
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "8 job.config_file")
+    code, out, _ = verify(capsys, five)
+    assert code == 0 and "(set by rocm-hwq-autoset)" in out
+
+    monkeypatch.delenv("GPU_MAX_HW_QUEUES")
+    code, out, _ = verify(capsys, "--json", three, five, "--job.config_file", EXAMPLE,
+                          "--parallelism.expert_parallel_degree", "2",
+                          "--compile.enable_fsdp_ag_rs_overlap")  # fmt: skip
+    doc = json.loads(out)
+    assert code == 0 and doc["queues"] == 8 and doc["ok"] is True
+    assert doc["queues_source"].startswith("the training arguments")
+    assert [(t["path"], t["streams"], t["needed"]) for t in doc["traces"]] == [
+        (three, 3, 3), (five, 5, 5)
+    ]  # fmt: skip
+    assert [t["power_of_two"] for t in doc["traces"]] == [4, 8]
+    assert all(isinstance(t["streams"], int) for t in doc["traces"])
+
+
+@pytest.mark.parametrize("value", ["eight", "0", "-1", " "])
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_value_hip_cannot_use_is_named_never_taken_for_unset(
+    value: str, marked: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """HIP cannot use it, whoever set it: ``verify`` says so and checks nothing
+    rather than checking HIP's default."""
+    path = write_trace(tmp_path / "T.json.gz", profiler_trace(), gz=True)
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", value)
+    if marked:
+        monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", f"{value} job.config_file")
+    said = refused(capsys, path)
+    assert said == (
+        f"GPU_MAX_HW_QUEUES={value!r} is set but is not a positive integer, which"
+        " HIP cannot use; give --queues N"
+    )
+    assert "unset" not in said
+    code, _, _ = verify(capsys, "--queues", "4", path)
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"[]", "no GPU activity: a trace with no events"),
+        (b'{"traceEvents": []}', "no GPU activity: a trace with no events"),
+        (b"[1,2,3]", "JSON, but not a profiler trace: its event list holds 3 values"
+         ' and no trace event (an object with "ph")'),
+        (b'[{"name": "x"}]', "JSON, but not a profiler trace: its event list holds"
+         ' 1 value and no trace event (an object with "ph")'),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "args": {"stream": 1}}]}',
+         "no GPU activity: no kernel, memcpy or memset events (a CPU-only trace?)"),
+        (b'{"schemaVersion": 1}',
+         "JSON, but not a profiler trace: an object without traceEvents"),
+    ],
+)  # fmt: skip
+def test_json_without_gpu_activity_is_said(
+    content: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    assert refused(capsys, str(path)) == f"{path}: {said}"
+    code, out, _ = verify(capsys, "--json", str(path))
+    assert code == 2 and json.loads(out) == {"error": f"{path}: {said}"}
+
+
+def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:
+    """Only a file that is no trace is told it is not gzip-compressed."""
+    plain = tmp_path / "T.json.gz"
+    plain.write_text(json.dumps(profiler_trace()))
+    assert count_streams(str(plain)) == TRACE_POOLS
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("T.json.gz", b"hello, world\n",
+         "named .gz but not gzip-compressed, and not JSON"),
+        ("T.json.gz", bytes(range(256)) * 8,
+         "named .gz but not gzip-compressed, and binary data, not JSON text"),
+        ("T.json", bytes(range(128, 256)) * 8, "binary data, not JSON text"),
+        ("T.json", b"\x00\x01\x02\x03" * 64, "binary data, not JSON text"),
+        ("T.json.gz", gzip.compress(bytes(range(256)) * 8),
+         "binary data, not JSON text"),
+        ("T.json.gz", b"\x1f\x8b" + bytes(64), "not gzip data after a gzip header"),
+    ],
+)  # fmt: skip
+def test_what_a_file_is(
+    name: str, content: bytes, said: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert refused(capsys, str(path)).startswith(f"{path}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "verify needs at least one TRACE"),
+        (["/nonexistent.json"], "/nonexistent.json: No such file"),
+        (["--queues", "0", "x"], "--queues: 0 must be >= 1"),
+    ],
+)
+def test_errors_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert refused(capsys, *args).startswith(message)
+
+
+def test_bad_trace_among_good_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_trace(tmp_path / "good.json", trace([kernel(0, 1)]))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    assert refused(capsys, good, str(bad)).startswith(f"{bad}: ")
+
+
+def test_bad_training_args_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_trace(tmp_path / "good.json", trace([kernel(0, 1)]))
+    said = refused(capsys, good, "--job.config_file", "/nonexistent.toml")
+    assert said == "/nonexistent.toml: No such file or directory"
+    said = refused(capsys, good, "--job.config_file", EXAMPLE,
+                   "--parallelism.tensor_parallel_degree", "2.0")  # fmt: skip
+    assert said == "--parallelism.tensor_parallel_degree: '2.0' is not an integer"
+
+
+def test_hips_rule_not_the_power_of_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five streams fit five queues (HIP needs Q >= streams), not only eight."""
+    five = write_trace(tmp_path / "five.json", trace([kernel(0, s) for s in range(5)]))
+    code, out, _ = verify(capsys, "--queues", "5", five)
+    assert code == 0 and out.splitlines()[1].startswith("ok")
+    code, out, _ = verify(capsys, "--queues", "4", five)
+    assert code == 1 and out.splitlines()[1].startswith("short")
+
+
+def test_devices_are_counted_apart_through_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each device has its own queues: 3 + 3 streams on two devices fit Q = 4."""
+    events = [kernel(d, s) for d in (0, 1) for s in range(3)]
+    path = write_trace(tmp_path / "two.json", trace(events))
+    code, out, _ = verify(capsys, "--queues", "4", path)
+    assert code == 0 and "(device 0: 3, device 1: 3)" in out
+    wide = write_trace(tmp_path / "wide.json",
+                       trace([*events, kernel(1, 7), kernel(1, 8)]))  # fmt: skip
+    code, out, _ = verify(capsys, "--json", "--queues", "4", wide)
+    doc = json.loads(out)
+    assert code == 1 and doc["traces"][0]["devices"] == {"device 0": 3, "device 1": 5}
+
+
+def test_priorities_are_separate_pools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HIP keeps one pool per stream priority: where a trace gives priorities,
+    four normal and two high-priority streams fit Q = 4."""
+    events = [kernel(0, s) for s in range(4)]
+    events += [kernel(0, s, priority=-1) for s in (10, 11)]
+    path = write_trace(tmp_path / "prio.json", trace(events))
+    code, out, _ = verify(capsys, "--queues", "4", path)
+    assert code == 0 and "device 0: 4" in out and "device 0 priority -1: 2" in out

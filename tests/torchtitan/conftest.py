@@ -1,0 +1,201 @@
+"""The real torchtitan 0.3.0, CPU torch 2.13.0 and torchrun, in the venv
+``.ci/run`` builds and names in ``ROCM_HWQ_TORCHTITAN`` (required under ``CI``,
+skipped with the reason elsewhere).
+
+Every process these tests start carries a ``sitecustomize`` (on ``PYTHONPATH``)
+that makes a training process report what it was started with and stop before
+any training: a torchtitan program prints one ``PROBE`` line (after starting a
+process, so that a pending ``--module`` evaluation is waited for, as before a
+worker's start) and exits. It also counts the evaluations: a child of this
+package that imports torchtitan writes its pid to ``$EVAL_LOG``. With
+``PROBE_LAUNCHER`` it plays a launcher of its own instead, starting two workers
+with environments made before the value arrived (``upfront``) or from two
+threads at once (``threads``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..helpers import missing
+
+SITECUSTOMIZE = r"""
+import json, os, sys
+argv = list(getattr(sys, "orig_argv", []))
+if "rocm_hwq_autoset._registry_child" in argv and os.environ.get("EVAL_LOG"):
+    def _count(event, args, seen=[]):
+        if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
+            seen.append(1)
+            with open(os.environ["EVAL_LOG"], "a") as log:
+                log.write(f"{os.getpid()}\n")
+    sys.addaudithook(_count)
+elif (sys.argv[0] == "-m" and argv[len(argv) - len(sys.argv)] == "torchtitan.train"
+      or sys.argv[0].endswith("torchtitan/train.py")):  # this process trains
+    import subprocess
+
+    def report(role):
+        return {"role": role, "rank": os.environ.get("RANK"),
+                "queues": os.environ.get("GPU_MAX_HW_QUEUES"),
+                "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
+                "inputs": os.environ.get("ROCM_HWQ_AUTOSET_INPUTS"),
+                "world_size": os.environ.get("WORLD_SIZE"), "pid": os.getpid()}
+
+    mode = os.environ.get("PROBE_LAUNCHER")
+    if mode:  # a launcher of its own: two workers
+        worker = ("import json, os; os.write(1, ('PROBE ' + json.dumps({k:"
+                  " os.environ.get(v) for k, v in [('rank', 'RANK'), ('queues',"
+                  " 'GPU_MAX_HW_QUEUES'), ('origin', 'ROCM_HWQ_AUTOSET_ORIGIN')]})"
+                  " + chr(10)).encode())")
+        envs = [dict(os.environ, RANK=str(r)) for r in range(2)]  # made up front
+        if mode == "upfront":
+            for env in envs:
+                subprocess.run([sys.executable, "-c", worker], env=env)
+        else:
+            import threading
+            threads = [threading.Thread(target=subprocess.run,
+                                        args=([sys.executable, "-c", worker],),
+                                        kwargs={"env": env}) for env in envs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        os._exit(0)
+    subprocess.run(["true"])  # a process start: a pending value is waited for here
+    # One write: workers started with "python -u" share torchrun's stdout.
+    os.write(1, ("PROBE " + json.dumps(report("training")) + "\n").encode())
+    os._exit(0)
+"""
+
+
+@pytest.fixture(scope="session")
+def python(wheelhouse: Path) -> str:
+    """That venv's python, with this checkout's wheel installed (afresh)."""
+    found = os.environ.get("ROCM_HWQ_TORCHTITAN", "")
+    if not found or not Path(found).exists():
+        missing(
+            "no venv with torch 2.13.0 and torchtitan 0.3.0: ROCM_HWQ_TORCHTITAN"
+            " names its python (.ci/run builds it)"
+        )
+    wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
+    subprocess.run(
+        [found, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--no-index", "--force-reinstall", str(wheel)],
+        check=True, env={"PATH": os.environ["PATH"], "ROCM_HWQ_AUTOSET": "0"},
+    )  # fmt: skip
+    return found
+
+
+FIND_TORCHTITAN = "import os, torchtitan as t; print(os.path.dirname(t.__file__))"
+
+
+@pytest.fixture(scope="session")
+def torchtitan_dir(python: str) -> Path:
+    out = subprocess.run(
+        [python, "-c", FIND_TORCHTITAN],
+        capture_output=True, text=True, check=True,
+        env={"PATH": os.environ["PATH"], "ROCM_HWQ_AUTOSET": "0"},
+    )  # fmt: skip
+    return Path(out.stdout.strip())
+
+
+class Launches:
+    """Where a test's launches run: a working directory, a private cache, a log
+    of evaluations, and a token in every process's environment, by which the
+    processes a launch left behind are found."""
+
+    def __init__(self, python: str, root: Path) -> None:
+        self.python = python
+        self.bin = Path(python).parent
+        self.root = root
+        self.work = root / "work"
+        self.work.mkdir()
+        site = root / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.log = root / "evaluations"
+        self.token = uuid.uuid4().hex
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "PYTHONPATH": str(site),
+            "ROCM_HWQ_AUTOSET": "force",  # a CPU torch here: no ROCm to find
+            "ROCM_HWQ_AUTOSET_CACHE_DIR": str(root / "cache"),
+            "EVAL_LOG": str(self.log),
+            "HWQ_TEST_TOKEN": self.token,
+        }
+
+    def evaluations(self) -> int:
+        return self.log.read_text().count("\n") if self.log.exists() else 0
+
+    def popen(self, args: list[str], **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            args, cwd=self.work, env={**self.env, **env}, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+
+    def run(self, args: list[str], **env: str) -> tuple[int, str, str]:
+        process = self.popen(args, **env)
+        out, err = process.communicate(timeout=300)
+        return process.returncode, out, err
+
+    def torchrun(self, *args: str) -> list[str]:
+        return [str(self.bin / "torchrun"), *args]
+
+    def train(self, *args: str) -> list[str]:
+        """A training process started without a launcher (srun, mpirun)."""
+        return [self.python, "-m", "torchtitan.train", *args]
+
+    def left_behind(self) -> list[int]:
+        """Processes still running that carry this test's token."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+                state = (entry / "stat").read_text().split(") ")[1][0]
+            except OSError:
+                continue
+            if self.token.encode() in environ and state != "Z":
+                found.append(int(entry.name))
+        return found
+
+    def end_all(self) -> None:
+        for pid in self.left_behind():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def launches(python: str, tmp_path: Path) -> Any:
+    world = Launches(python, tmp_path)
+    yield world
+    world.end_all()
+
+
+def probes(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in out.splitlines()
+            if line.startswith("PROBE ")]  # fmt: skip
+
+
+def ours(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("rocm-hwq-autoset")]
+
+
+def wait_for(test: Any, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if test():
+            return True
+        time.sleep(0.05)
+    return bool(test())

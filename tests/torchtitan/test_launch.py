@@ -1,0 +1,259 @@
+"""Launches with the real torchrun and torchtitan 0.3.0: one evaluation per
+node, workers that get the value and the model's inputs, signals and deaths
+that pass through, every launch form and its decoys (issues #15 and #16).
+
+The cache is off here (each launch evaluates, as without it); tests/torchtitan/
+test_cache.py holds the cache against the real evaluation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..unit.test_argv import TORCHRUN_LINES
+from .conftest import Launches, ours, probes, wait_for
+
+pytestmark = pytest.mark.e2e
+
+DS16 = ["--module", "graph_trainer.deepseek_v3", "--config",
+        "graph_trainer_deepseek_v3_16b"]  # fmt: skip
+ACCEPTED = [*DS16, "--parallelism.expert_parallel_degree", "2",
+            "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
+REJECTED = ["--module", "graph_trainer.deepseek_v3", "--config",
+            "graph_trainer_deepseek_v3_debugmodel",
+            "--parallelism.expert_parallel_degree", "2"]  # fmt: skip
+#: A dense recipe with TP=2: the launcher counts FSDP (world size unknown), its
+#: two workers do not (2 ranks // TP 2 = 1).
+DENSE_TP2 = ["--module", "graph_trainer.llama3", "--config",
+             "graph_trainer_llama3_debugmodel", "--parallelism.tensor_parallel_degree",
+             "2"]  # fmt: skip
+DENSE_TP2_TOML = """
+[model]
+name = "llama3"
+[parallelism]
+tensor_parallel_degree = 2
+[compile]
+enable_passes = true
+"""
+#: A recipe whose config function takes 20 s: the launcher is waiting for it.
+SLOW = """
+import time
+from torchtitan.experiments.graph_trainer.deepseek_v3.config_registry import (
+    graph_trainer_deepseek_v3_16b,
+)
+
+def slow():
+    time.sleep(20)
+    return graph_trainer_deepseek_v3_16b()
+"""
+
+
+@pytest.fixture
+def no_cache(launches: Launches) -> Launches:
+    launches.env["ROCM_HWQ_AUTOSET_CACHE"] = "0"
+    return launches
+
+
+def one_node(launches: Launches, *training: str, nproc: int = 2) -> list[str]:
+    return launches.torchrun("--standalone", "--nproc_per_node", str(nproc), "-m",
+                             "torchtitan.train", *training)  # fmt: skip
+
+
+@pytest.mark.parametrize(("training", "queues"), [(ACCEPTED, "8"), (REJECTED, None)])
+def test_one_node_two_workers_one_evaluation(
+    no_cache: Launches, training: list[str], queues: str | None
+) -> None:
+    code, out, err = no_cache.run(one_node(no_cache, *training))
+    assert code == 0, err[-2000:]
+    seen = probes(out)
+    assert sorted(p["rank"] for p in seen) == ["0", "1"]
+    assert [p["queues"] for p in seen] == [queues, queues]
+    assert no_cache.evaluations() == 1  # one for the node
+    lines = ours(err)
+    assert len(lines) == 1 and "Traceback" not in err
+    if queues is None:
+        assert lines[0].startswith("rocm-hwq-autoset: warning: --module/--config: ")
+        assert lines[0].endswith("; GPU_MAX_HW_QUEUES left unset")
+        assert [p["origin"] for p in seen] == ["unset --module"] * 2
+
+
+@pytest.mark.parametrize("form", ["module", "toml"])
+def test_workers_apply_the_model_with_their_world_size_as_explain_says(
+    no_cache: Launches, form: str
+) -> None:
+    """Both forms: the launcher counts FSDP (world size unknown), its 2 workers
+    resolve data_parallel_shard_degree = -1 to 1 and do not; explain
+    --world-size 2 says what such a worker gets, its hook line included."""
+    if form == "toml":
+        (no_cache.work / "job.toml").write_text(DENSE_TP2_TOML)
+        training = ["--job.config_file", "job.toml"]
+    else:
+        training = DENSE_TP2
+    code, out, err = no_cache.run(one_node(no_cache, *training))
+    assert code == 0, err[-2000:]
+    workers = probes(out)
+    assert [w["queues"] for w in workers] == ["4", "4"]
+    assert ours(err)[0].startswith("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 ")
+    if form == "module":
+        assert no_cache.evaluations() == 1  # the workers evaluated nothing
+        assert workers[0]["inputs"] and workers[0]["origin"] == "4 --module"
+    for world, q in ((None, 8), (2, 4)):
+        size = [] if world is None else ["--world-size", str(world)]
+        explain = [no_cache.python, "-m", "rocm_hwq_autoset", "explain", "--json"]
+        code, out, err = no_cache.run([*explain, *size, *training])
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["queues"] == q
+        assert doc["environment"]["hook"] == f"would set GPU_MAX_HW_QUEUES={q}"
+
+
+def test_ranks_without_a_launcher_resolve_their_world_size(no_cache: Launches) -> None:
+    """srun or mpirun start each rank: it passes its WORLD_SIZE on, and the
+    value it gets is the workers' value."""
+    code, out, err = no_cache.run(no_cache.train(*DENSE_TP2), WORLD_SIZE="2",
+                                  RANK="0", LOCAL_RANK="0")  # fmt: skip
+    assert code == 0, err[-2000:]
+    [seen] = probes(out)
+    assert seen["queues"] == "4"
+
+
+def test_two_nodes_on_localhost(no_cache: Launches) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runs = []
+    for node in (0, 1):
+        args = no_cache.torchrun(
+            "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node),
+            "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
+            "--rdzv_id", "hwq", "-m", "torchtitan.train", *ACCEPTED,
+        )  # fmt: skip
+        runs.append(no_cache.popen(args))
+        time.sleep(1)
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-2000:]
+        [seen] = probes(out)
+        assert seen["queues"] == "8" and seen["origin"] == "8 --module"
+    assert no_cache.evaluations() == 2  # one per node
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT to the group"])
+def test_a_signal_while_waiting_stops_the_launch(no_cache: Launches, how: str) -> None:
+    """torchrun waits for the 20 s evaluation before its first worker; a SIGTERM
+    (or Ctrl-C) then stops it as without the hook: non-zero within 2 s, no
+    worker started, nothing of the launch left 2 s later."""
+    (no_cache.work / "slow_recipes").mkdir()
+    (no_cache.work / "slow_recipes" / "config_registry.py").write_text(SLOW)
+    launcher = no_cache.popen(one_node(no_cache, "--module", "slow_recipes",
+                                       "--config", "slow"))  # fmt: skip
+    assert wait_for(lambda: no_cache.evaluations() == 1, 60)
+    time.sleep(3)  # torchrun is in its wait now
+    signalled = time.monotonic()
+    if how == "SIGTERM":
+        launcher.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(launcher.pid, signal.SIGINT)
+    out, err = launcher.communicate(timeout=30)
+    assert time.monotonic() - signalled < 2
+    assert launcher.returncode != 0, err[-2000:]
+    assert probes(out) == []  # no worker started
+    assert "internal error" not in err
+    time.sleep(2)
+    assert no_cache.left_behind() == []
+
+
+def test_the_child_dies_with_a_killed_launcher(no_cache: Launches) -> None:
+    (no_cache.work / "slow_recipes").mkdir()
+    (no_cache.work / "slow_recipes" / "config_registry.py").write_text(SLOW)
+    launcher = no_cache.popen(one_node(no_cache, "--module", "slow_recipes",
+                                       "--config", "slow"))  # fmt: skip
+    assert wait_for(lambda: no_cache.evaluations() == 1, 60)
+    launcher.kill()
+    launcher.communicate(timeout=30)
+    assert wait_for(lambda: no_cache.left_behind() == [], 2)
+
+
+@pytest.mark.parametrize("mode", ["upfront", "threads"])
+def test_a_launcher_of_its_own_gives_every_worker_the_value(
+    no_cache: Launches, mode: str
+) -> None:
+    """A launcher that made its workers' environments before the value arrived,
+    or starts them from two threads at once: every worker gets Q and the
+    marker; one evaluation."""
+    code, out, err = no_cache.run(no_cache.train(*ACCEPTED), PROBE_LAUNCHER=mode)
+    assert code == 0, err[-2000:]
+    workers = probes(out)
+    assert sorted(w["rank"] for w in workers) == ["0", "1"]
+    assert [(w["queues"], w["origin"]) for w in workers] == [("8", "8 --module")] * 2
+    assert no_cache.evaluations() == 1
+
+
+def test_the_script_path_form(no_cache: Launches, torchtitan_dir: Path) -> None:
+    script = str(torchtitan_dir / "train.py")
+    code, out, err = no_cache.run(no_cache.torchrun(
+        "--standalone", "--nproc_per_node", "2", script, *ACCEPTED))  # fmt: skip
+    assert code == 0, err[-2000:]
+    assert [p["queues"] for p in probes(out)] == ["8", "8"]
+    assert no_cache.evaluations() == 1
+
+
+def test_a_decoy_starts_nothing_and_sets_nothing(no_cache: Launches) -> None:
+    prog = no_cache.work / "prog.py"
+    prog.write_text(
+        "import json, os, subprocess\n"
+        "subprocess.run(['true'])\n"
+        "print(json.dumps([os.environ.get('GPU_MAX_HW_QUEUES'),"
+        " os.environ.get('ROCM_HWQ_AUTOSET_ORIGIN')]))\n"
+    )
+    code, out, err = no_cache.run([no_cache.python, str(prog), "--note",
+                                   "torchtitan.x", *ACCEPTED])  # fmt: skip
+    assert (code, json.loads(out), ours(err)) == (0, [None, None], [])
+    assert no_cache.evaluations() == 0
+
+
+def test_a_nonexistent_config_keeps_the_end_of_its_warning(no_cache: Launches) -> None:
+    missing = ["--module", "graph_trainer.deepseek_v3", "--config", "nope"]
+    _, _, err = no_cache.run(no_cache.train(*missing))
+    [line] = ours(err)
+    assert line.endswith("; GPU_MAX_HW_QUEUES left unset")
+    assert "... (" in line and "in all)]" in line  # the list of configs shortened
+    assert len(line) <= 400
+
+
+def test_torchruns_own_parser_agrees_on_the_program(python: str) -> None:
+    """The launch lines of torchtitan's run_train.sh and the decoys, given to
+    torch.distributed.run's own parser: it names the program this package
+    finds in the same argv."""
+    code = """
+import contextlib, io, json, sys
+from torch.distributed.run import get_args_parser
+out = []
+for args in json.loads(sys.argv[1]):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # --help prints there
+            ns = get_args_parser().parse_args(args)
+    except SystemExit:
+        out.append(None)
+        continue
+    kind = "module" if ns.module else "executable" if ns.no_python else "script"
+    out.append([kind, ns.training_script, ns.training_script_args])
+print(json.dumps(out))
+"""
+    lines = [args for args, _ in TORCHRUN_LINES]
+    done = subprocess.run([python, "-c", code, json.dumps(lines)], capture_output=True,
+                          text=True, env={"PATH": os.environ["PATH"],
+                                          "ROCM_HWQ_AUTOSET": "0"})  # fmt: skip
+    parsed: list[Any] = json.loads(done.stdout)
+    for (args, ours_), theirs in zip(TORCHRUN_LINES, parsed):
+        assert (list(ours_) if ours_ else None) == (
+            [theirs[0], theirs[1], theirs[2]] if theirs else None
+        ), args

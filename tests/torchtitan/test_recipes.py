@@ -1,0 +1,196 @@
+"""Every graph_trainer recipe of the real torchtitan 0.3.0 (CPU torch 2.13.0),
+read by this package's child as PR #4032's model reads it.
+
+``.ci/run`` builds that venv and names its interpreter in ``ROCM_HWQ_TORCHTITAN``;
+required when ``CI`` is set, skipped with the reason elsewhere. Expected Q and
+lanes come from each recipe's own config values, read by torchtitan in this
+test, and PR #4032's model written out here: not from this package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+#: Reads a recipe with torchtitan alone and prints the values the PR reads.
+RAW = """
+import contextlib, io, json, sys
+from torchtitan.config import ConfigManager
+from torchtitan.models.common.moe import MoE
+for args in json.loads(sys.argv[1]):
+  try:
+    with contextlib.redirect_stderr(io.StringIO()):
+      c = ConfigManager().parse_args(args)
+  except BaseException:
+    print("RAW null", flush=True)
+    continue
+  p, k = c.parallelism, c.compile
+  print("RAW " + json.dumps({
+    "dp_shard": p.data_parallel_shard_degree, "ep": p.expert_parallel_degree,
+    "tp": p.tensor_parallel_degree, "cp": p.context_parallel_degree,
+    "pp": p.pipeline_parallel_degree, "dp_replicate": p.data_parallel_replicate_degree,
+    "moe": any(True for _ in c.model_spec.model.traverse(MoE.Config)),
+    "enable_passes": getattr(k, "enable_passes", False),
+    "disable_passes": list(getattr(k, "disable_passes", [])),
+    "overlap": getattr(k, "enable_fsdp_ag_rs_overlap", False),
+  }), flush=True)
+"""
+RECIPES = {
+    "graph_trainer.deepseek_v3": [
+        "graph_trainer_deepseek_v3_debugmodel",
+        "graph_trainer_deepseek_v3_debugmodel_mxfp8",
+        "graph_trainer_deepseek_v3_debugmodel_hybridep",
+        "graph_trainer_deepseek_v3_debugmodel_minimal_async_ep",
+        "graph_trainer_deepseek_v3_debugmodel_eager_pp",
+        "graph_trainer_deepseek_v3_16b",
+        "graph_trainer_deepseek_v3_16b_minimal_async_ep",
+        "graph_trainer_deepseek_v3_16b_sdpa",
+        "graph_trainer_deepseek_v3_671b",
+    ],
+    "graph_trainer.llama3": [
+        "graph_trainer_llama3_debugmodel",
+        "graph_trainer_llama3_debugmodel_dist_gemm",
+        "graph_trainer_llama3_debugmodel_sdpa",
+        "graph_trainer_llama3_debugmodel_sdpa_cross_entropy_loss",
+        "graph_trainer_llama3_debugmodel_sdpa_eager",
+        "graph_trainer_llama3_8b",
+        "graph_trainer_llama3_8b_mxfp8",
+        "graph_trainer_llama3_70b",
+        "graph_trainer_llama3_405b",
+    ],
+    "graph_trainer.qwen3": [
+        "graph_trainer_qwen3_debugmodel",
+        "graph_trainer_qwen3_debugmodel_moe",
+        "graph_trainer_qwen3_14b",
+    ],
+    "graph_trainer.muse_glimmer": ["graph_trainer_muse_glimmer_debugmodel"],
+}
+OVERRIDES = {
+    "none": [],
+    "ep2": ["--parallelism.expert_parallel_degree", "2"],
+    "tp2-dashed": ["--parallelism.tensor-parallel-degree=2"],
+    "cp2": ["--parallelism.context_parallel_degree=2"],
+    "overlap": ["--compile.enable_fsdp_ag_rs_overlap"],
+    "no-cudagraph": ["--compile.disable_passes", "cudagraph_pass"],
+    "dp-shard-1": ["--parallelism.data_parallel_shard_degree", "1"],
+}
+CASES = [
+    (module, config, name)
+    for module, configs in RECIPES.items()
+    for config in configs
+    for name in (OVERRIDES if config.endswith("debugmodel") else ["none"])
+]
+
+
+def pr_model(raw: dict[str, Any]) -> tuple[int, list[str]]:
+    """PR #4032's stream model, as its description writes it."""
+    lanes = ["compute", "all_reduce"]
+    if raw["dp_shard"] == -1 or raw["dp_shard"] > 1:
+        if raw["overlap"]:
+            lanes += ["dense_all_gather", "reduce_scatter"]
+        else:
+            lanes += ["fsdp_comm"]
+    if raw["moe"] and raw["ep"] > 1:
+        lanes += ["expert_comm"]
+    if raw["tp"] > 1:
+        lanes += ["tp_all_gather"]
+    if raw["cp"] > 1:
+        lanes += ["cp_all_gather"]
+    cudagraph = raw["enable_passes"] and "cudagraph_pass" not in raw["disable_passes"]
+    if cudagraph and not raw["overlap"]:
+        lanes += ["cudagraph_capture"]
+    return 1 << (len(lanes) - 1).bit_length(), lanes
+
+
+def run(python: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **env}
+    return subprocess.run([python, *args], capture_output=True, text=True, env=full,
+                          timeout=300)  # fmt: skip
+
+
+def case_args(module: str, config: str, override: str) -> list[str]:
+    return ["--module", module, "--config", config, *OVERRIDES[override]]
+
+
+#: Every case in one torchtitan process: the values torchtitan itself built
+#: (RAW), and what this package's child makes of the same arguments
+#: (``_registry_child.evaluate_config``, what the child runs), with the
+#: recommendation for no world size and for 2 ranks.
+OURS = """
+import json, sys
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._model import Recommendation
+from rocm_hwq_autoset._registry_child import evaluate_config
+for args in json.loads(sys.argv[1]):
+    try:
+        inputs, settings = evaluate_config(args)
+    except ConfigError as exc:
+        print("OURS " + json.dumps({"error": str(exc)}), flush=True)
+        continue
+    print("OURS " + json.dumps({
+        "queues": Recommendation(inputs).queues,
+        "lanes": list(Recommendation(inputs).lanes),
+        "queues2": Recommendation(inputs, 2).queues,
+    }), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def every_case(python: str) -> dict[tuple[str, str, str], Any]:
+    every = json.dumps([case_args(*case) for case in CASES])
+    env = {"ROCM_HWQ_AUTOSET": "0"}
+    raw_out = run(python, "-c", RAW, every, **env).stdout
+    ours_out = run(python, "-c", OURS, every, **env).stdout
+    raw = [json.loads(line[4:]) for line in raw_out.splitlines() if line[:4] == "RAW "]
+    ours = [json.loads(line[5:]) for line in ours_out.splitlines()
+            if line[:5] == "OURS "]  # fmt: skip
+    assert len(raw) == len(ours) == len(CASES), (raw_out[-2000:], ours_out[-2000:])
+    return {case: (r, o) for case, r, o in zip(CASES, raw, ours)}
+
+
+@pytest.mark.parametrize(("module", "config", "override"), CASES)
+def test_the_child_reads_every_recipe_as_the_pr_model_does(
+    every_case: dict[tuple[str, str, str], Any], module: str, config: str,
+    override: str,
+) -> None:  # fmt: skip
+    raw, ours = every_case[(module, config, override)]
+    if raw is None:  # torchtitan itself rejects it: so does the evaluation
+        assert set(ours) == {"error"}
+        return
+    queues, lanes = pr_model(raw)
+    assert (ours["queues"], ours["lanes"]) == (queues, lanes)
+    others = raw["tp"] * raw["cp"] * raw["pp"] * raw["dp_replicate"]
+    shard = 2 // others if raw["dp_shard"] == -1 else raw["dp_shard"]
+    two = dict(raw, dp_shard=shard)
+    assert ours["queues2"] == pr_model(two)[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "queues"),
+    [(case_args("graph_trainer.deepseek_v3", "graph_trainer_deepseek_v3_debugmodel",
+                "overlap"), 4),
+     (case_args("graph_trainer.deepseek_v3", "graph_trainer_deepseek_v3_debugmodel",
+                "ep2"), None)],
+)  # fmt: skip
+def test_explain_end_to_end(
+    python: str, tmp_path: Path, args: list[str], queues: int | None
+) -> None:
+    explain = run(python, "-m", "rocm_hwq_autoset", "explain", "--json", "--no-cache",
+                  *args)  # fmt: skip
+    if queues is None:  # torchtitan rejects it (cudagraph with expert dispatch)
+        assert explain.returncode == 2, explain.stdout
+        assert json.loads(explain.stdout).keys() == {"error"}
+        lines = explain.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("rocm-hwq-autoset: error: ")
+        return
+    assert explain.returncode == 0, explain.stderr
+    doc = json.loads(explain.stdout)
+    assert doc["queues"] == queues
+    assert doc["config"].startswith(f"--module {args[1]} --config {args[3]}")

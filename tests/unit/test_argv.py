@@ -1,0 +1,296 @@
+"""The command line, read as the programs that read it: Python (which program),
+torchrun (which program it runs), torchtitan's ConfigManager and tyro (the job
+config and the overrides; stream-model.md section 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocm_hwq_autoset import ConfigError
+from rocm_hwq_autoset._argv import (
+    cli_overrides,
+    config_file_arg,
+    find_launch,
+    module_args,
+    program,
+    suggest_flag,
+    torchrun_program,
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        (["--job.config_file", "a.toml"], "a.toml"),
+        (["--job.config-file", "a.toml"], "a.toml"),
+        (["--job.config_file=a.toml"], "a.toml"),
+        (["--job.config-file=a=b.toml"], "a=b.toml"),
+        (["--job.config_file=a.toml", "--job.config_file", "b.toml"], "a.toml"),
+        (["--job.config_file", "a.toml", "--job.config-file=b.toml"], "a.toml"),
+        (["--training.steps", "10", "--job.config_file", "x"], "x"),
+        # torchtitan takes the token after the flag, whatever it is
+        (["--job.config_file", "--training.steps"], "--training.steps"),
+    ],
+)
+def test_config_file_arg(args: list[str], path: str) -> None:
+    assert config_file_arg(args) == path
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--job.config_file"], "--job.config_file: expects a value"),
+        (["--job.config_file="], "--job.config_file: empty path"),
+        (["--job.config-file", ""], "--job.config-file: empty path"),
+        (["--job.config_files", "a.toml"], "no --job.config_file"),
+        ([], "no --job.config_file"),
+    ],
+)
+def test_config_file_arg_errors_name_the_flag(args: list[str], said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_file_arg(args)
+    assert str(caught.value).startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("args", "found"),
+    [
+        (["--module", "m", "--config", "c"], ("m", "c")),
+        (["--module=m", "--config=c"], ("m", "c")),
+        (["--module", "a", "--config", "c", "--module", "b"], ("b", "c")),  # last
+        (["--config", "c", "--module", "m", "--training.steps", "2"], ("m", "c")),
+    ],
+)
+def test_module_args(args: list[str], found: tuple[str, str]) -> None:
+    assert module_args(args) == found
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--module", "m"], "--config: is required"),
+        (["--config", "c"], "--module: is required"),
+        (["--config", "c", "--module"], "--module: requires a value"),
+        (["--module", "m", "--config"], "--config: requires a value"),
+        (["--module=", "--config=c"], "--module: is required"),
+    ],
+)
+def test_module_args_errors_name_the_flag(args: list[str], said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        module_args(args)
+    assert str(caught.value).startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "found"),
+    [
+        (["-m", "a"], ["python", "-m", "torchtitan.train", "a"],
+         ("module", "torchtitan.train")),
+        (["-m"], ["python3.11", "-u", "-X", "dev", "-m", "torch.distributed.run"],
+         ("module", "torch.distributed.run")),
+        (["-m", "x"], ["python", "-mtorchtitan.train", "x"],
+         ("module", "torchtitan.train")),
+        (["-m", "x"], ["python", "-Imtorchtitan.train", "x"],
+         ("module", "torchtitan.train")),
+        (["-m", "-m"], ["python", "-m", "mod", "-m"], ("module", "mod")),
+        (["-m", "x"], [], ("module", "")),  # Python 3.9: no sys.orig_argv
+        (["-c", "x"], ["python", "-c", "pass", "x"], ("command", "")),
+        (["/venv/bin/torchrun", "x"], [], ("script", "/venv/bin/torchrun")),
+        ([""], [], ("", "")),
+        ([], [], ("", "")),
+    ],
+)  # fmt: skip
+def test_program(argv: list[str], orig_argv: list[str], found: tuple[str, str]) -> None:
+    assert program(argv, orig_argv) == found
+
+
+DS = ["--module", "graph_trainer.deepseek_v3", "--config",
+      "graph_trainer_deepseek_v3_16b"]  # fmt: skip
+#: Launch lines of torchtitan's run_train.sh, torchrun's own options before the
+#: program, and decoys: (torchrun's argv[1:], what torchrun runs).
+TORCHRUN_LINES = [
+    (["--nproc_per_node=8", "--rdzv_backend", "c10d", "--rdzv_endpoint=localhost:0",
+      "--local-ranks-filter", "0", "--role", "rank", "--tee", "3",
+      "-m", "torchtitan.train", *DS],
+     ("module", "torchtitan.train", DS)),
+    (["--standalone", "--nproc_per_node", "2", "-m", "torchtitan.train", *DS],
+     ("module", "torchtitan.train", DS)),
+    (["--nnodes", "2", "--nproc-per-node", "1", "--node_rank", "0",
+      "--rdzv-id", "hwq", "--module", "torchtitan.train", *DS],
+     ("module", "torchtitan.train", DS)),
+    (["--nproc_per_node=2", "/x/site-packages/torchtitan/train.py", *DS],
+     ("script", "/x/site-packages/torchtitan/train.py", DS)),
+    (["-r3", "-t", "3", "--nproc_per", "2", "train.py", "--job.config_file", "j"],
+     ("script", "train.py", ["--job.config_file", "j"])),
+    (["--nproc", "2", "train.py"], None),  # ambiguous: two spellings
+    (["--nproc_per_node"], None),  # a value missing
+    (["--bogus", "x", "train.py"], None),  # torchrun refuses an unknown option
+    (["-mX", "train.py"], None),
+    (["--standalone=1", "train.py"], None),
+    (["-m", "-1"], ("module", "-1", [])),
+    (["--no-python", "--standalone", "python", "-m", "torchtitan.train"],
+     ("executable", "python", ["-m", "torchtitan.train"])),
+    (["--log-dir", "torchtitan.train", "prog.py", *DS],  # a value, not the program
+     ("script", "prog.py", DS)),
+    (["--role", "-m", "prog.py"], None),  # argparse: --role expects a value
+    (["--", "-weird.py", "a"], ("script", "-weird.py", ["a"])),
+    (["--standalone"], None),
+    (["--help"], None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "ran"), TORCHRUN_LINES)
+def test_torchrun_program(
+    args: list[str], ran: tuple[str, str, list[str]] | None
+) -> None:
+    assert torchrun_program(args) == ran
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "form", "args", "in_process"),
+    [
+        # torchrun, a console script or a module
+        (["/venv/bin/torchrun", "--standalone", "-m", "torchtitan.train", *DS], [],
+         "module", DS, False),
+        (["-m", "--standalone", "-m", "torchtitan.train", *DS],
+         ["python", "-m", "torch.distributed.run", "--standalone", "-m",
+          "torchtitan.train", *DS], "module", DS, False),
+        (["/venv/bin/torchrun", "/x/torchtitan/train.py", *DS], [],
+         "module", DS, False),
+        # the training process itself
+        (["-m", *DS], ["python", "-u", "-m", "torchtitan.train", *DS],
+         "module", DS, True),
+        (["torchtitan/train.py", *DS], ["python", "torchtitan/train.py", *DS],
+         "module", DS, True),
+        (["/src/torchtitan/torchtitan/train.py", *DS], [], "module", DS, True),
+        # a TOML launch, whatever the program
+        (["prog.py", "--job.config_file", "x", *DS], [], "toml",
+         ["--job.config_file", "x", *DS], True),
+        (["/venv/bin/torchrun", "train.py", "--job.config_file=x"], [], "toml",
+         ["--job.config_file=x"], False),
+        # torchtitan with one of the two: a launch whose error is said later
+        (["-m", "--module", "x"], ["python", "-m", "torchtitan.train", "--module",
+                                   "x"], "module", ["--module", "x"], True),
+    ],
+)  # fmt: skip
+def test_which_launches_are_torchtitan(
+    argv: list[str], orig_argv: list[str], form: str, args: list[str],
+    in_process: bool,
+) -> None:  # fmt: skip
+    launch = find_launch(argv, orig_argv)
+    assert launch is not None
+    assert (launch.form, list(launch.args), launch.in_process) == (
+        form,
+        args,
+        in_process,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv"),
+    [
+        (["prog.py", *DS], ["python", "prog.py", *DS]),  # not torchtitan
+        (["prog", "--note", "torchtitan.x", "--module", "a", "--config", "b"], []),
+        (["/venv/bin/torchrun", "--log-dir", "torchtitan.train", "prog.py", *DS],
+         []),
+        (["/venv/bin/torchrun", "--standalone"], []),
+        (["-m", *DS], []),  # Python 3.9: which module is unknown
+        (["-c", *DS], ["python", "-c", "pass", *DS]),
+        (["/x/torchtitan_tools/train.py", *DS], []),
+        (["/x/torchtitan/README", *DS], []),
+        (["-m", "--module", "x"], ["python", "-m", "torchtitanic", "--module", "x"]),
+    ],
+)  # fmt: skip
+def test_decoys_are_no_launch(argv: list[str], orig_argv: list[str]) -> None:
+    assert find_launch(argv, orig_argv) is None
+
+
+EP = "parallelism.expert_parallel_degree"
+OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--parallelism.expert_parallel_degree", "2"], {EP: 2}),
+        (["--parallelism.expert_parallel_degree=2"], {EP: 2}),
+        (["--parallelism.expert-parallel-degree=2"], {EP: 2}),
+        (["--parallelism.expert-parallel_degree", "+2"], {EP: 2}),
+        (["--parallelism.expert_parallel_degree", " 4 "], {EP: 4}),
+        (["--parallelism.data_parallel_shard_degree", "-1"],
+         {"parallelism.data_parallel_shard_degree": -1}),
+        ([f"--{EP}=2", f"--{EP}", "4"], {EP: 4}),  # the last flag wins
+        (["--compile.enable_fsdp_ag_rs_overlap"], {OVERLAP: True}),
+        (["--compile.enable-fsdp-ag-rs-overlap"], {OVERLAP: True}),
+        (["--compile.no-enable_fsdp_ag_rs_overlap"], {OVERLAP: False}),
+        (["--compile.no_enable_fsdp_ag_rs_overlap"], {OVERLAP: False}),
+        (["--compile.no-enable-fsdp-ag-rs-overlap"], {OVERLAP: False}),
+        ([f"--{OVERLAP}", "--compile.no-enable_fsdp_ag_rs_overlap"],
+         {OVERLAP: False}),
+        (["--compile.enable_passes", "--training.steps", "3"],
+         {"compile.enable_passes": True}),
+        (["--compile.disable_passes", "cudagraph_pass"],
+         {"compile.disable_passes": ("cudagraph_pass",)}),
+        (["--compile.disable_passes=cudagraph_pass,custom_codegen_pass"],
+         {"compile.disable_passes": ("cudagraph_pass", "custom_codegen_pass")}),
+        (["--compile.disable-passes", "a,b"], {"compile.disable_passes": ("a", "b")}),
+        (["--compile.passes=cudagraph"], {"compile.passes": ("cudagraph",)}),
+        (["--model.name", "deepseek_v3", "--model.flavor=16B"],
+         {"model.name": "deepseek_v3", "model.flavor": "16B"}),
+        # Arguments the model does not read pass untouched.
+        (["--training.steps", "10", "--job.config_file", "x.toml", "--foo", "bar"], {}),
+        (["--parallelism.fsdp_reshard_after_forward", "never"], {}),
+        (["--compile.no-passes", "x"], {}),  # no_ only negates booleans
+        (["positional", "--", "--parallelism.expert_parallel_degree=2"], {EP: 2}),
+    ],
+)  # fmt: skip
+def test_overrides(args: list[str], expected: dict[str, object]) -> None:
+    assert cli_overrides(args) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--parallelism.expert_parallel_degree", "2.0"], "not an integer"),
+        (["--parallelism.expert_parallel_degree", "0x2"], "not an integer"),
+        (["--parallelism.expert_parallel_degree", "two"], "not an integer"),
+        (["--parallelism.expert_parallel_degree="], "not an integer"),
+        (["--parallelism.expert_parallel_degree"], "expects a value"),
+        (["--parallelism.expert_parallel_degree", "--training.steps", "2"],
+         "expects a value"),
+        (["--compile.enable_fsdp_ag_rs_overlap", "False"], "takes no value"),
+        (["--compile.enable_fsdp_ag_rs_overlap=true"], "takes no value"),
+        (["--compile.no-enable_passes=1"], "takes no value"),
+        (["--model.name"], "expects a value"),
+    ],
+)  # fmt: skip
+def test_errors_where_the_launch_fails(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        cli_overrides(args)
+    assert caught.value.source == args[0].split("=")[0]  # the flag, named
+
+
+@pytest.mark.parametrize(
+    ("flag", "meant"),
+    [
+        ("--compile.enable_fsdp_ag_rs_overlapp", "--compile.enable_fsdp_ag_rs_overlap"),
+        ("--compile.no-enable_fsdp_ag_rs_overlapp",
+         "--compile.no-enable_fsdp_ag_rs_overlap"),
+        ("--parallelism.expert_paralel_degree=2",
+         "--parallelism.expert_parallel_degree"),
+        ("--parallelism.expert-parallel-degre", "--parallelism.expert_parallel_degree"),
+        ("--paralelism.tensor_parallel_degree", "--parallelism.tensor_parallel_degree"),
+        ("--parallelism.tensor_parallel_degree", None),  # a field: no typo
+        ("--compile.no_enable_passes", None),
+        ("--parallelism.expert_tensor_parallel_degree", None),  # torchtitan's own
+        ("--parallelism.pipeline_parallel_schedule", None),
+        ("--training.steps", None),
+        ("--module", None),
+        ("-x.y", None),
+    ],
+)  # fmt: skip
+def test_a_flag_a_typo_away_from_ours(flag: str, meant: str | None) -> None:
+    assert suggest_flag(flag) == meant
+    if meant is not None:
+        with pytest.raises(ConfigError, match=f"did you mean {meant}"):
+            cli_overrides([flag, "2"])

@@ -1,0 +1,210 @@
+"""The cache of ``--module`` evaluations (``_cache``): where it lives, what an
+entry must match, when an entry is trusted, how it is written and pruned."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset import _cache
+from rocm_hwq_autoset._cache import Cache, key, location, open_cache
+from rocm_hwq_autoset._config import ConfigError
+from tests.fake_child import INPUTS, RESULT, SETTINGS
+
+NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
+
+
+@pytest.mark.parametrize(
+    ("environ", "where"),
+    [
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"},
+         "/c"),
+        ({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/rocm-hwq-autoset"),
+        ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
+        ({"HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/h"},
+         "/h/.cache/rocm-hwq-autoset"),
+    ],
+)  # fmt: skip
+def test_location(environ: dict[str, str], where: str) -> None:
+    assert location(environ) == where
+
+
+def test_the_switch(tmp_path: Path) -> None:
+    environ = {"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "c")}
+    for off in ("0", "off", "FALSE", " no "):
+        assert open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": off}) == (None, "")
+    assert not (tmp_path / "c").exists()
+    with pytest.raises(ConfigError, match="ROCM_HWQ_AUTOSET_CACHE='sometimes'"):
+        open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": "sometimes"})
+    for on in ("", "1", "on", "yes", "True"):
+        cache, problem = open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": on})
+        assert cache is not None and problem == ""
+
+
+def test_the_directory_is_made_private(tmp_path: Path) -> None:
+    cache, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "a" / "c")})
+    assert cache is not None
+    assert stat.S_IMODE(os.stat(cache.path).st_mode) == 0o700
+    cache, problem = open_cache(
+        {"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "x")}, create=False
+    )
+    assert cache is None and "No such file" in problem
+
+
+def test_a_directory_others_can_write_is_not_used(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
+    assert cache is None and problem == f"{folder}: writable by others; not used"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+def test_a_directory_of_another_user_is_not_used(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 65534, 65534)
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
+    assert cache is None and problem == f"{folder}: owned by another user; not used"
+
+
+def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["--module", "m", "--config", "c"]
+    monkeypatch.chdir(tmp_path)
+    base = key(args, {})
+    assert key(args, {"RANK": "3", "SLURM_JOB_ID": "7", "WORLD_SIZE": "8"}) == base
+    assert key([*args, "--parallelism.tensor_parallel_degree=2"], {}) != base
+    assert key(args[::-1], {}) != base
+    for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                 "PYTHONPATH"):  # fmt: skip
+        assert key(args, {name: "0"}) != base
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    assert key(args, {}) != base
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Cache:
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    return Cache(str(folder))
+
+
+def test_an_entry_round_trips(cache: Cache) -> None:
+    assert cache.lookup("k", {}) == (None, "no entry")
+    cache.store("k", RESULT, NO_DEPS)
+    assert cache.lookup("k", {}) == ((INPUTS, SETTINGS), "hit")
+    path = Path(cache.entry("k"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(os.listdir(cache.path)) == ["k.json"]  # nothing temporary left
+
+
+def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
+    cache.store("k", RESULT, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
+    assert cache.lookup("k", {"MY_DEGREE": "2"})[1] == "hit"
+    assert cache.lookup("k", {"MY_DEGREE": "4"}) == (None, "stale: MY_DEGREE changed")
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("writable by others", "entry ignored: writable by others"),
+        ("not json", "entry ignored: corrupt"),
+        ("not a result", "entry ignored: corrupt"),
+        ("other format", "entry of another format"),
+        ("a link", "entry ignored: "),
+        ("a folder", "entry ignored: "),
+        ("bad deps", "entry ignored: corrupt"),
+    ],
+)
+def test_an_entry_that_cannot_be_trusted_is_ignored(
+    cache: Cache, damage: str, said: str
+) -> None:
+    cache.store("k", RESULT, NO_DEPS)
+    path = Path(cache.entry("k"))
+    doc = json.loads(path.read_text())
+    if damage == "writable by others":
+        path.chmod(0o666)
+    elif damage == "not json":
+        path.write_text("{")
+    elif damage == "not a result":
+        path.write_text(json.dumps({**doc, "result": {"inputs": "tp=2"}}))
+    elif damage == "other format":
+        path.write_text(json.dumps({**doc, "format": 0}))
+    elif damage == "bad deps":
+        path.write_text(json.dumps({**doc, "deps": {"env": []}}))
+    elif damage == "a link":
+        target = path.with_name("elsewhere")
+        path.rename(target)
+        path.symlink_to(target)
+    else:
+        path.unlink()
+        path.mkdir()
+    found, why = cache.lookup("k", {})
+    assert found is None and why.startswith(said), why
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+def test_an_entry_of_another_user_is_ignored(cache: Cache) -> None:
+    cache.store("k", RESULT, NO_DEPS)
+    os.chown(cache.entry("k"), 65534, 65534)
+    assert cache.lookup("k", {}) == (None, "entry ignored: owned by another user")
+
+
+def test_entries_are_bounded_least_recently_used_first(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 3)
+    now = time.time()
+    for i in range(3):
+        cache.store(f"k{i}", RESULT, NO_DEPS)
+        os.utime(cache.entry(f"k{i}"), (now - 100 + i, now - 100 + i))
+    cache.lookup("k0", {})  # used: now the most recent
+    cache.store("k3", RESULT, NO_DEPS)
+    assert sorted(os.listdir(cache.path)) == ["k0.json", "k2.json", "k3.json"]
+    assert cache.count() == 3
+
+
+def test_left_overs_are_pruned(cache: Cache) -> None:
+    old = time.time() - _cache.STALE_SECONDS - 10
+    for name in ("x.json.h.1.tmp", "k.h.lock", "k.h.result", "fresh.h.lock"):
+        Path(cache.path, name).write_text("")
+    for name in ("x.json.h.1.tmp", "k.h.lock", "k.h.result"):
+        os.utime(Path(cache.path, name), (old, old))
+    cache.store("k", RESULT, NO_DEPS)
+    assert sorted(os.listdir(cache.path)) == ["fresh.h.lock", "k.json"]
+
+
+def test_a_cache_that_cannot_be_written_raises_os_error(cache: Cache) -> None:
+    os.chmod(cache.path, 0o500)
+    try:
+        if os.getuid() == 0:  # root writes anyway: a missing folder then
+            cache = Cache(os.path.join(cache.path, "gone"))
+        with pytest.raises(OSError, match=r"No such file|Permission denied"):
+            cache.store("k", RESULT, NO_DEPS)
+    finally:
+        os.chmod(Path(cache.path).parent if os.getuid() == 0 else cache.path, 0o700)
+
+
+def test_a_published_answer_changes_identity_each_time(cache: Cache) -> None:
+    assert cache.published("k") == (None, None)
+    cache.publish("k", {"error": "no"})
+    first, doc = cache.published("k")
+    assert doc == {"error": "no"} and first is not None
+    cache.publish("k", {"error": "no"})
+    second, _ = cache.published("k")
+    assert second != first
+
+
+def test_the_host_name_is_a_file_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Uname:
+        nodename = "node 1/../x"
+
+    monkeypatch.setattr(_cache.os, "uname", lambda: Uname())
+    assert _cache.host() == "node_1_.._x"

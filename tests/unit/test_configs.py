@@ -1,0 +1,87 @@
+"""The tests' own configs, modelled on the 23 TOML configs torchtitan shipped
+before its config refactor, launched with the overrides people use. Expected
+lanes are written out by hand from what each sets (tests/data.py). Where the
+shared corpus exists, each own config is held against the file it models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset import recommend
+from rocm_hwq_autoset._config import FIELDS, SECTIONS, load_toml, merge
+
+from ..data import (
+    CONFIGS,
+    EP2_OVERLAP,
+    EXPECTED,
+    TOML_DIR,
+    TP8_GRAPH,
+    corpus_dir,
+    job_toml,
+    write_job,
+)
+
+
+def test_every_config_has_its_lanes() -> None:
+    assert sorted(CONFIGS) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config(name: str, tmp_path: Path) -> None:
+    shipped, ep2_overlap, tp8_graph = EXPECTED[name]
+    config = load_toml(str(write_job(tmp_path, name)))
+    assert recommend(config).lanes == shipped
+    assert recommend(config, argv=EP2_OVERLAP).lanes == ep2_overlap
+    assert recommend(config, argv=TP8_GRAPH, world_size=8).lanes == tp8_graph
+    for argv in ([], EP2_OVERLAP, TP8_GRAPH):
+        rec = recommend(config, argv=argv, world_size=8)
+        assert rec.queues in (2, 4, 8)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_fields_the_model_does_not_read_change_nothing(
+    name: str, tmp_path: Path
+) -> None:
+    """Each config carries fields of torchtitan's that the model does not read
+    (none a near miss of one it reads); without them every setting, value and
+    source, is the same."""
+    config = load_toml(str(write_job(tmp_path, name)))
+    assert {"job", "training"} <= set(config)
+    read = {
+        section: {key: value for key, value in table.items()
+                  if f"{section}.{key}" in FIELDS}
+        for section, table in config.items() if section in SECTIONS
+    }  # fmt: skip
+    assert read != config
+    assert merge(config, {}, name) == merge(read, {}, name)
+
+
+def test_own_configs_match_the_corpus(tmp_path: Path) -> None:
+    """Each own config carries the model-relevant values of the torchtitan file
+    it models: the same settings, parsed and merged as the hook does, and the
+    same ``job.custom_config_module`` (which lets unknown keys pass). Only
+    where the shared corpus exists."""
+    folder = corpus_dir(TOML_DIR)
+    assert sorted(p.name for p in folder.glob("*.toml")) == sorted(CONFIGS)
+    differ = []
+    for name in sorted(CONFIGS):
+        own = load_toml(str(write_job(tmp_path, name)))
+        real = load_toml(str(folder / name))
+        if merge(own, {}, name) != merge(real, {}, name) or custom(own) != custom(real):
+            differ.append(name)
+    assert differ == []
+
+
+def custom(config: dict[str, Any]) -> object:
+    return config.get("job", {}).get("custom_config_module")
+
+
+def test_the_text_is_the_tables() -> None:
+    """No config is a copy of torchtitan's: each is generated from its row."""
+    for name in CONFIGS:
+        text = job_toml(name)
+        assert text.startswith("# rocm-hwq-autoset's test config, modelled on")
+        assert len(text) < 800

@@ -1,0 +1,217 @@
+"""The stream model of pytorch/torchtitan PR #4032 (stream-model.md section 2)
+and its inputs, which a launcher hands to its workers."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._model import (
+    FACT_KEYS,
+    Inputs,
+    Recommendation,
+    moe_by_table,
+    queues_for,
+    resolve_shard,
+)
+
+#: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
+PR_VECTORS = [
+    (
+        Inputs(moe=True, ep=2, overlap=True, cudagraph=True),
+        ("compute", "all_reduce", "dense_all_gather", "reduce_scatter", "expert_comm"),
+        8,
+    ),
+    (
+        Inputs(moe=True, ep=2, cudagraph=True),
+        ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture"),
+        8,
+    ),
+    (Inputs(), ("compute", "all_reduce", "fsdp_comm"), 4),
+]
+
+
+@pytest.mark.parametrize(("inputs", "expected", "q"), PR_VECTORS)
+def test_pr_vectors(inputs: Inputs, expected: tuple[str, ...], q: int) -> None:
+    rec = Recommendation(inputs)
+    assert rec.lanes == expected
+    assert rec.queues == q
+
+
+@pytest.mark.parametrize(
+    ("n", "q"),
+    [(0, 1), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (7, 8), (8, 8), (9, 16)],
+)
+def test_next_power_of_two(n: int, q: int) -> None:
+    assert queues_for(n) == q
+
+
+COMBINATIONS = list(
+    itertools.product(
+        [False, True], [False, True], [1, 2], [1, 2], [1, 2], [False, True],
+        [False, True],
+    )
+)  # fmt: skip
+
+
+def pr_lanes(
+    dp: bool, moe: bool, ep: int, tp: int, cp: int, graph: bool, overlap: bool
+) -> list[str]:
+    """The PR's model, as its description writes it (stream-model.md)."""
+    lanes = ["compute", "all_reduce"]
+    if dp:
+        lanes += ["dense_all_gather", "reduce_scatter"] if overlap else ["fsdp_comm"]
+    if moe and ep > 1:
+        lanes.append("expert_comm")
+    if tp > 1:
+        lanes.append("tp_all_gather")
+    if cp > 1:
+        lanes.append("cp_all_gather")
+    if graph and not overlap:
+        lanes.append("cudagraph_capture")
+    return lanes
+
+
+@pytest.mark.parametrize(
+    ("dp", "moe", "ep", "tp", "cp", "graph", "overlap"), COMBINATIONS
+)
+def test_every_combination(
+    dp: bool, moe: bool, ep: int, tp: int, cp: int, graph: bool, overlap: bool
+) -> None:
+    inputs = Inputs(dp_shard=-1 if dp else 1, moe=moe, ep=ep, tp=tp, cp=cp,
+                    cudagraph=graph, overlap=overlap)  # fmt: skip
+    rec = Recommendation(inputs)
+    want = pr_lanes(dp, moe, ep, tp, cp, graph, overlap)
+    assert list(rec.lanes) == want  # the lanes, in the PR's order
+    assert rec.queues == 1 << (len(want) - 1).bit_length()
+    assert rec.queues in (2, 4, 8)
+    # The table has every lane once, counted or not.
+    assert sorted(lane.name for lane in rec.table) == sorted(
+        ["compute", "all_reduce", "dense_all_gather", "reduce_scatter", "fsdp_comm",
+         "expert_comm", "tp_all_gather", "cp_all_gather", "cudagraph_capture"]
+    )  # fmt: skip
+    assert [lane.name for lane in rec.table if lane.counted] == want
+
+
+@pytest.mark.parametrize(
+    ("dp", "moe", "ep", "tp", "cp", "graph", "overlap"), COMBINATIONS
+)
+def test_every_combination_through_a_config(
+    dp: bool, moe: bool, ep: int, tp: int, cp: int, graph: bool, overlap: bool
+) -> None:
+    """The same combinations, written as a torchtitan config reads them."""
+    config = {
+        "model": {"name": "deepseek_v3" if moe else "llama3"},
+        "parallelism": {
+            "data_parallel_shard_degree": -1 if dp else 1,
+            "expert_parallel_degree": ep,
+            "tensor_parallel_degree": tp,
+            "context_parallel_degree": cp,
+        },
+        "compile": {"enable_passes": graph, "enable_fsdp_ag_rs_overlap": overlap},
+    }
+    rec = recommend(config)
+    assert list(rec.lanes) == pr_lanes(dp, moe, ep, tp, cp, graph, overlap)
+
+
+def test_each_lane_names_the_facts_that_decided_it() -> None:
+    rec = Recommendation(Inputs(moe=True, ep=2, tp=2, overlap=True, cudagraph=True))
+    table = {lane.name: (lane.counted, lane.facts) for lane in rec.table}
+    assert table == {
+        "compute": (True, ()),
+        "all_reduce": (True, ()),
+        "dense_all_gather": (True, ("fsdp", "overlap")),
+        "reduce_scatter": (True, ("fsdp", "overlap")),
+        "fsdp_comm": (False, ("fsdp", "overlap")),
+        "expert_comm": (True, ("moe", "expert")),
+        "tp_all_gather": (True, ("tensor",)),
+        "cp_all_gather": (False, ("context",)),
+        "cudagraph_capture": (False, ("cudagraph", "overlap")),
+    }
+    assert rec.facts == {
+        "fsdp": True, "overlap": True, "moe": True, "expert": True, "tensor": True,
+        "context": False, "cudagraph": True,
+    }  # fmt: skip
+    assert set(FACT_KEYS) == set(rec.facts)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "world", "resolved"),
+    [
+        (Inputs(), None, None),  # the launcher: unknown
+        (Inputs(), 8, 8),
+        (Inputs(tp=8), 8, 1),  # one node of 8 with TP=8: no FSDP
+        (Inputs(tp=4, pp=2, dp_replicate=2), 16, 1),
+        (Inputs(tp=4, cp=2), 16, 2),
+        (Inputs(tp=8), 4, 0),  # 4 // 8
+        (Inputs(dp_shard=4), None, 4),
+        (Inputs(dp_shard=1), 64, 1),
+    ],
+)
+def test_shard_degree_resolves_like_parallel_dims(
+    inputs: Inputs, world: int | None, resolved: int | None
+) -> None:
+    assert resolve_shard(inputs, world) == resolved
+    rec = Recommendation(inputs, world)
+    assert rec.dp_shard == resolved
+    assert rec.facts["fsdp"] is (resolved is None or resolved > 1)
+
+
+def test_inputs_round_trip_and_refuse_anything_else() -> None:
+    for inputs in (
+        Inputs(),
+        Inputs(
+            dp_shard=4,
+            dp_replicate=2,
+            tp=8,
+            cp=2,
+            pp=4,
+            ep=16,
+            moe=True,
+            moe_from="traverse",
+            cudagraph=True,
+            overlap=True,
+        ),
+    ):
+        assert Inputs.decode(inputs.encode()) == inputs
+    good = Inputs().encode()
+    for bad in (
+        "", "tp=1", good + ",tp=1", good.replace("tp=1", "tp=0"),
+        good.replace("tp=1", "tp=-1"), good.replace("tp=1", "tp=x"),
+        good.replace("tp=1", "tp=१"),  # a digit, but not an ASCII one
+        good.replace("dp_shard=-1", "dp_shard=-2"), good.replace("moe=0", "moe=2"),
+        good.replace("moe_from=given", "moe_from=guess"), good.replace(",", ";"),
+        good.replace("overlap=0", "overlap=true"), good + ",extra=1",
+    ):  # fmt: skip
+        with pytest.raises(ConfigError):
+            Inputs.decode(bad)
+    assert Inputs.decode(good.replace("dp_shard=-1", "dp_shard=3")).dp_shard == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "flavor", "ep", "moe"),
+    [
+        ("deepseek_v3", "16B", 1, True),
+        ("deepseek_v3", "debugmodel", 2, True),
+        ("llama4", "17bx16e", 1, True),
+        ("gpt_oss", "debugmodel", 1, True),
+        ("qwen3", "debugmodel_moe", 1, True),
+        ("qwen3", "30B-A3B", 1, True),
+        ("qwen3", "235B-A22B", 1, True),
+        ("qwen3", "32B", 2, False),
+        ("qwen3", "0.6B", 1, False),
+        ("llama3", "8B", 8, False),
+        ("llama3_ft", "debugmodel", 2, False),
+        ("flux", "flux-dev", 2, False),
+        ("vlm", "debugmodel", 2, False),
+        ("simple_fsdp.deepseek_v3", "debugmodel", 1, True),
+        ("compiler_toolkit.llama3", "debugmodel", 2, False),
+        ("transformers_modeling_backend", "debugmodel", 1, False),
+        ("transformers_modeling_backend", "debugmodel", 2, True),
+        ("my_new_model", "x", 4, True),
+    ],
+)
+def test_is_moe(name: str, flavor: str, ep: int, moe: bool) -> None:
+    assert moe_by_table(name, flavor, ep)[0] is moe

@@ -1,0 +1,516 @@
+"""The ``--module`` evaluation, parent side (``_registry_parent``): which events
+wait, what the child is told, how long a wait may last, what passes through,
+what a forked copy does, what happens at exit. With a fake evaluation (no
+process) for the waiting, and a fake child (``tests/fake_child.py``) and a fake
+clock for the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset import _registry_parent as parent
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._cache import Cache
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._decision import Outcome, Pending
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGS = ["--module", "graph_trainer.deepseek_v3", "--config", "c"]
+from tests.fake_child import INPUTS, SETTINGS  # noqa: E402
+
+EVALUATED = (INPUTS, SETTINGS)
+Q8 = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+      "ROCM_HWQ_AUTOSET_INPUTS": INPUTS.encode()}  # fmt: skip
+
+
+def pending(in_process: bool = False) -> Pending:
+    return Pending(Launch("module", ARGS, in_process), None)
+
+
+class FakeEvaluation:
+    """An evaluation without a process: its answer is given, as is how long it
+    takes and what it raises."""
+
+    def __init__(self, answer: Any = EVALUATED, *, delay: float = 0.0,
+                 raises: BaseException | None = None) -> None:  # fmt: skip
+        self.answer = answer
+        self.delay = delay
+        self.raises = raises
+        self.calls: list[str] = []
+
+    def result(self) -> tuple[Any, bool]:
+        self.calls.append("result")
+        time.sleep(self.delay)
+        if self.raises is not None:
+            raise self.raises
+        return self.answer, False
+
+    def end(self) -> None:
+        self.calls.append("end")
+
+    def disown(self) -> None:
+        self.calls.append("disown")
+
+
+class Applied:
+    """Stands for ``_hook.apply``: records each call, and sets the values in the
+    mappings it is given (never in this process's ``os.environ``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[
+            tuple[Outcome, tuple[MutableMapping[str, str], ...], bool]
+        ] = []
+
+    def __call__(
+        self, outcome: Outcome, *environs: MutableMapping[str, str], quiet: bool = False
+    ) -> None:
+        self.calls.append((outcome, environs, quiet))
+        from rocm_hwq_autoset._hook import apply
+
+        for environ in environs:
+            apply(outcome, environ, quiet=True)
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No value of ours from elsewhere: the outcome is decided afresh."""
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN",
+                 "ROCM_HWQ_AUTOSET_INPUTS", "WORLD_SIZE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def waiter() -> tuple[parent.Waiter, FakeEvaluation, Applied]:
+    evaluation = FakeEvaluation()
+    applied = Applied()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    return w, evaluation, applied
+
+
+POPEN = "subprocess.Popen"
+
+
+def popen_args(env: Any) -> tuple[Any, ...]:
+    return ("python", ["python", "-m", "torchtitan.train"], None, env)
+
+
+@pytest.mark.parametrize("event", sorted(parent.SPAWN_EVENTS))
+def test_every_process_start_waits_once(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied], event: str
+) -> None:
+    w, evaluation, applied = waiter
+    w.audit(event, ("x",))
+    w.audit(event, ("x",))
+    w.audit(POPEN, popen_args(None))
+    assert evaluation.calls == ["result"]
+    [(outcome, environs, quiet)] = applied.calls
+    assert (outcome.level, outcome.queues, environs, quiet) == ("set", 8, (), False)
+    assert w.outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("event", "args"),
+    [
+        ("open", ("/etc/passwd", "r", 0)),
+        ("os.listdir", ("/tmp",)),
+        ("import", ("numpy", None, [], [], [])),
+        ("import", ("torch", None, [], [], [])),  # a launcher imports torch too
+        ("import", ("torchvision", None, [], [], [])),
+        ("exec", (None,)),
+        ("subprocess.Popenx", ("x",)),
+    ],
+)
+def test_other_events_do_not_wait(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    event: str, args: tuple[Any, ...],
+) -> None:  # fmt: skip
+    w, evaluation, applied = waiter
+    w.audit(event, args)
+    assert evaluation.calls == [] and applied.calls == []
+
+
+def test_the_training_process_waits_before_it_imports_torch() -> None:
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
+    w.audit("import", ("torchvision", None, [], [], []))
+    assert evaluation.calls == []
+    w.audit("import", ("torch", None, [], [], []))
+    w.audit("import", ("torch.cuda", None, [], [], []))
+    assert evaluation.calls == ["result"]
+
+
+def test_a_worker_environment_made_before_the_value_gets_it(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """torch elastic makes each worker's env up front, from os.environ plus the
+    rank's variables; the first start waits, every later one gets the value."""
+    w, evaluation, _ = waiter
+    envs: list[dict[str, str]] = [{"RANK": str(r)} for r in range(3)]
+    for env in envs:
+        w.audit(POPEN, popen_args(env))
+    assert evaluation.calls == ["result"]
+    for rank, env in enumerate(envs):
+        assert env == {"RANK": str(rank), **Q8}
+
+
+@pytest.mark.parametrize(
+    "own",
+    [{"GPU_MAX_HW_QUEUES": "2"}, {"GPU_MAX_HW_QUEUES": ""},
+     {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}],
+)  # fmt: skip
+def test_a_value_the_launcher_put_there_stays(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied], own: dict[str, str]
+) -> None:
+    w, _, _ = waiter
+    env = dict(own)
+    w.audit(POPEN, popen_args(env))
+    assert env == own
+
+
+def test_a_failed_evaluation_marks_every_worker(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, applied = waiter
+    evaluation.answer = ConfigError("no such config", "--config")
+    envs: list[dict[str, str]] = [{}, {}]
+    for env in envs:
+        w.audit(POPEN, popen_args(env))
+    assert envs == [{"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}] * 2
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
+
+
+def test_two_threads_starting_workers_both_wait_and_both_get_it() -> None:
+    evaluation = FakeEvaluation(delay=0.3)
+    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    envs: list[dict[str, str]] = [{}, {}]
+    threads = [threading.Thread(target=w.audit, args=(POPEN, popen_args(env)))
+               for env in envs]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert evaluation.calls == ["result"]
+    assert envs == [Q8, Q8]
+
+
+class Stop(Exception):
+    """Like torch elastic's SignalException: an Exception its handler raises."""
+
+
+@pytest.mark.parametrize("how", ["handler", "KeyboardInterrupt", "SystemExit"])
+def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None:
+    evaluation = FakeEvaluation()
+    if how == "KeyboardInterrupt":
+        evaluation.raises = KeyboardInterrupt()
+    elif how == "SystemExit":
+        evaluation.raises = SystemExit(3)
+    applied = Applied()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    expected = {"handler": Stop, "KeyboardInterrupt": KeyboardInterrupt,
+                "SystemExit": SystemExit}[how]  # fmt: skip
+
+    def handler(signum: int, frame: object) -> None:
+        raise Stop(f"got signal {signum}")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        if how == "handler":  # the signal arrives while the launcher waits
+            evaluation.delay = 5.0
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        start = time.monotonic()
+        with pytest.raises(expected):
+            w.audit(POPEN, popen_args({}))
+        assert time.monotonic() - start < 2
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert w.abandoned and w.outcome is None
+    assert applied.calls == []  # nothing said: the launcher stops as it would
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))  # a later start does not wait again
+    assert evaluation.calls == ["result"] and env == {}
+
+
+def test_our_own_failure_is_one_warning_never_an_exception() -> None:
+    evaluation = FakeEvaluation(raises=RuntimeError("a bug of ours"))
+    applied = Applied()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))  # no exception: the worker starts
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert outcome.level == "warning"
+    assert outcome.message == (
+        "--module/--config: internal error (RuntimeError: a bug of ours);"
+        " GPU_MAX_HW_QUEUES left unset"
+    )
+    assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
+
+
+def test_is_foreign() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise Stop("signal")
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    try:
+        with pytest.raises(Stop) as caught:
+            handler(0, None)
+        assert parent.is_foreign(caught.value)  # raised by an installed handler
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    with pytest.raises(Stop) as caught:
+        handler(0, None)
+    assert not parent.is_foreign(caught.value)  # the same code, no handler now
+    assert parent.is_foreign(KeyboardInterrupt())
+    assert parent.is_foreign(SystemExit(0))
+    assert not parent.is_foreign(ValueError("ours"))
+
+
+def test_a_forked_copy_never_waits_nor_ends_the_evaluation(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w, evaluation, applied = waiter
+    monkeypatch.setattr(parent.os, "getpid", lambda: w.owner + 1)
+    w.forked()
+    w.audit(POPEN, popen_args({}))
+    w.at_exit()
+    assert evaluation.calls == ["disown"] and applied.calls == []
+
+
+def test_exit_ends_the_child_only_in_its_owner(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    w.forked()  # not forked: nothing happens
+    w.at_exit()
+    assert evaluation.calls == ["end"]
+    w.audit(POPEN, popen_args({}))  # exiting: no more waiting
+    assert evaluation.calls == ["end"]
+
+
+def test_functions_that_read_the_environment_first_wait_first(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """os.posix_spawn and os.execve convert their environment before their audit
+    event: the wrapper waits first, and a mapping of their own gets the value."""
+    w, evaluation, _ = waiter
+    seen: list[Any] = []
+    wrapped = w._waiting_first(lambda *args, **kwargs: seen.append((args, kwargs)))
+    env: dict[str, str] = {}
+    wrapped("/bin/true", ["true"], env)
+    assert evaluation.calls == ["result"] and env == Q8
+    env2: dict[str, str] = {}
+    wrapped("/bin/true", ["true"], env=env2)
+    assert env2 == Q8 and len(seen) == 2
+
+
+@pytest.mark.forked
+def test_wrappers_are_put_back_once_the_value_is_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import _posixsubprocess
+
+    originals = [os.posix_spawn, os.execve, _posixsubprocess.fork_exec]
+    applied = Applied()
+    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
+    w.install()
+    assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] != originals
+    w.need()
+    assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] == originals
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize("how", ["posix_spawn", "multiprocessing", "execv"])
+def test_processes_started_without_a_mapping_of_their_own_get_the_value(
+    how: str, tmp_path: Path
+) -> None:
+    """The real hook's apply, in a forked test process: os.posix_spawn with
+    os.environ, multiprocessing's spawn (no audit event), os.execv (C environ)."""
+    from rocm_hwq_autoset import _hook
+
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK"):
+        os.environ.pop(name, None)
+    os.environ["ROCM_HWQ_AUTOSET_LOG"] = "quiet"
+    w = parent.Waiter(pending(), FakeEvaluation(delay=0.2), _hook.apply)
+    w.install()
+    out = tmp_path / "seen"
+    write = (f"import os; open({str(out)!r}, 'w')"
+             ".write(os.environ.get('GPU_MAX_HW_QUEUES', 'none'))")  # fmt: skip
+    if how == "posix_spawn":
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", write], os.environ)
+        os.waitpid(pid, 0)
+    elif how == "multiprocessing":
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        process = context.Process(target=exec, args=(write,))
+        process.start()
+        process.join(30)
+    else:
+        pid = os.fork()  # audited: it waits here, before the copy exists
+        if pid == 0:
+            os.execv(sys.executable, [sys.executable, "-c", write])
+        os.waitpid(pid, 0)
+    assert out.read_text() == "8"
+
+
+# The process: a fake child, a fake clock.
+
+
+@pytest.fixture
+def fake_child(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    monkeypatch.setattr(parent, "CHILD", "tests.fake_child")
+    return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+            "FAKE_CHILD_LOG": str(tmp_path / "child.log")}  # fmt: skip
+
+
+def started(environ: dict[str, str]) -> list[dict[str, Any]]:
+    text = Path(environ["FAKE_CHILD_LOG"]).read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_the_child_is_told_what_to_do(
+    fake_child: dict[str, str], tmp_path: Path
+) -> None:
+    cache = Cache(str(tmp_path))
+    evaluation = parent.Evaluation(ARGS, fake_child, cache, "k" * 32)
+    result, cached = evaluation.result()
+    assert result == EVALUATED and cached is False
+    [child] = started(fake_child)
+    assert child["argv"] == ["--parent", str(os.getpid()), "--cache", str(tmp_path),
+                             "--key", "k" * 32, "--", *ARGS]  # fmt: skip
+    assert child["switch"] == "0"  # no hook in the child
+    assert child["pgid"] == child["pid"]  # its own process group
+    assert evaluation.child.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("out", "status", "reason", "cached"),
+    [
+        ('{"error": "no", "source": "--config"}', "0", "--config: no", False),
+        ('{"error": "no"}', "0", "no", False),
+        ("not json", "3", "the evaluating child ended with status 3", False),
+        ("", "0", "the evaluating child ended with status 0", False),
+        ('{"inputs": "tp=x"}', "0", "the evaluating child ended with status 0", False),
+        (json.dumps({"inputs": INPUTS.encode(), "settings": None}), "0",
+         "the evaluating child ended with status 0", False),
+    ],
+)  # fmt: skip
+def test_every_answer_of_the_child_is_an_evaluation_or_one_reason(
+    fake_child: dict[str, str], out: str, status: str, reason: str, cached: bool
+) -> None:
+    environ = dict(fake_child, FAKE_CHILD_OUT=out, FAKE_CHILD_EXIT=status)
+    result, was_cached = parent.Evaluation(ARGS, environ).result()
+    assert isinstance(result, ConfigError) and str(result) == reason
+    assert was_cached is cached
+
+
+@pytest.mark.parametrize("how", ["cache", "peer"])
+def test_an_answer_found_without_evaluating_says_so(
+    fake_child: dict[str, str], how: str
+) -> None:
+    from tests.fake_child import RESULT
+
+    environ = dict(fake_child, FAKE_CHILD_OUT=json.dumps({**RESULT, "how": how}))
+    result, cached = parent.Evaluation(ARGS, environ).result()
+    assert result == EVALUATED and cached is True
+
+
+class Clock:
+    """Real time, from 1000.0, moved forward at will."""
+
+    def __init__(self) -> None:
+        self.ahead = 1000.0 - time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self.ahead
+
+
+def test_the_deadline_is_set_once_when_the_child_starts(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launcher that waits late waits only for what is left of the timeout,
+    never its own work plus the whole timeout."""
+    clock = Clock()
+    monkeypatch.setattr(parent.time, "monotonic", clock)
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="30", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    evaluation = parent.Evaluation(ARGS, environ)
+    assert 1060.0 <= evaluation.deadline < 1061.0
+    clock.ahead += 59.5  # the launcher's own work took most of the timeout
+    start = time.perf_counter()
+    result, _ = evaluation.result()
+    assert time.perf_counter() - start < 3
+    assert isinstance(result, ConfigError)
+    assert "evaluating took over 60 s (ROCM_HWQ_AUTOSET_TIMEOUT)" in str(result)
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone for our purpose
+        return stat.read().split(") ")[1][0] != "Z"
+
+
+def _gone_within(pids: list[int], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_end_kills_the_whole_group_in_bounded_time(fake_child: dict[str, str]) -> None:
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
+    evaluation = parent.Evaluation(ARGS, environ)
+    deadline = time.monotonic() + 10
+    while not Path(environ["FAKE_CHILD_LOG"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [child] = started(environ)
+    start = time.monotonic()
+    evaluation.end()
+    assert time.monotonic() - start < parent.REAP_SECONDS + 1
+    assert _gone_within([child["pid"], child["grandchild"]], 2)
+
+
+PARENT = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from rocm_hwq_autoset import _registry_parent as parent
+parent.CHILD = "tests.fake_child"
+parent.Evaluation({args!r}, dict(os.environ))
+while not os.path.exists(os.environ["FAKE_CHILD_LOG"]):
+    time.sleep(0.05)
+time.sleep(0.3)
+{death}
+"""
+
+
+@pytest.mark.parametrize(
+    "death", ["os.kill(os.getpid(), 9)", "os._exit(0)", "raise SystemExit(1)"]
+)
+def test_the_child_never_outlives_its_parent(
+    fake_child: dict[str, str], death: str
+) -> None:
+    """Whatever ends the parent (SIGKILL, os._exit, a normal exit), its child
+    and the child's own process end within a second."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
+    code = PARENT.format(root=str(ROOT), args=ARGS, death=death)
+    subprocess.run([sys.executable, "-c", code], env=environ, timeout=30)
+    [child] = started(environ)
+    assert _gone_within([child["pid"], child["grandchild"]], 1.5)
