@@ -332,7 +332,9 @@ def test_wrappers_are_put_back_once_the_value_is_in(
 
 
 @pytest.mark.forked
-@pytest.mark.parametrize("how", ["posix_spawn", "multiprocessing", "execv"])
+@pytest.mark.parametrize(
+    "how", ["posix_spawn", "spawn", "forkserver", "execv", "frozen mapping"]
+)
 def test_processes_started_without_a_mapping_of_their_own_get_the_value(
     how: str, tmp_path: Path
 ) -> None:
@@ -351,13 +353,22 @@ def test_processes_started_without_a_mapping_of_their_own_get_the_value(
     if how == "posix_spawn":
         pid = os.posix_spawn(sys.executable, [sys.executable, "-c", write], os.environ)
         os.waitpid(pid, 0)
-    elif how == "multiprocessing":
+    elif how in ("spawn", "forkserver"):  # no audit event: the wrapper waits
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(how)
         process = context.Process(target=exec, args=(write,))
         process.start()
         process.join(30)
+    elif how == "frozen mapping":  # a limit: a mapping the value cannot go into
+        import types
+
+        frozen = types.MappingProxyType(dict(os.environ))
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", write], frozen)
+        os.waitpid(pid, 0)
+        assert out.read_text() == "none"  # it started without the value ...
+        assert os.environ["GPU_MAX_HW_QUEUES"] == "8"  # ... which is here now
+        return
     else:
         pid = os.fork()  # audited: it waits here, before the copy exists
         if pid == 0:
@@ -514,3 +525,30 @@ def test_the_child_never_outlives_its_parent(
     subprocess.run([sys.executable, "-c", code], env=environ, timeout=30)
     [child] = started(environ)
     assert _gone_within([child["pid"], child["grandchild"]], 1.5)
+
+
+@pytest.mark.forked
+def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
+    tmp_path: Path,
+) -> None:
+    """libc's fork runs no Python at-fork handler: the copy still holds the
+    waiter. It starts without the value, and never waits on the evaluation nor
+    ends it; the parent's evaluation goes on."""
+    import ctypes
+
+    evaluation = FakeEvaluation(delay=0.2)
+    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    seen = tmp_path / "seen"
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:  # the copy: as far from Python's fork as code can be
+        try:
+            env: dict[str, str] = {}
+            w.audit(POPEN, popen_args(env))
+            w.at_exit()
+            seen.write_text(json.dumps([evaluation.calls, env]))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert json.loads(seen.read_text()) == [[], {}]
+    w.audit(POPEN, popen_args({}))
+    assert evaluation.calls == ["result"]  # the parent still waits, once

@@ -1,0 +1,162 @@
+"""The cache of ``--module`` evaluations against the real torchtitan 0.3.0
+(issue #17): a relaunch whose inputs did not change starts no child; a change
+of anything the evaluation read gives the new Q on the next launch; an entry
+that cannot be trusted is ignored; ranks started together evaluate once."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import Launches, ours, probes
+
+pytestmark = pytest.mark.e2e
+
+MINE = ["--module", "my_recipes", "--config", "mine"]
+#: A user's recipe in the launch's working directory: a graph_trainer config
+#: whose degrees come from a helper module, a variable and a small file.
+RECIPE = """
+import os
+from my_helper import TP
+from torchtitan.experiments.graph_trainer.llama3.config_registry import (
+    graph_trainer_llama3_debugmodel,
+)
+
+def mine():
+    config = graph_trainer_llama3_debugmodel()
+    config.parallelism.tensor_parallel_degree = TP
+    config.parallelism.context_parallel_degree = int(os.environ.get("MY_CP", "1"))
+    with open("shard.txt") as f:
+        config.parallelism.data_parallel_shard_degree = int(f.read())
+    return config
+"""
+
+
+@pytest.fixture
+def work(launches: Launches) -> Launches:
+    recipes = launches.work / "my_recipes"
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(RECIPE)
+    (launches.work / "my_helper.py").write_text("TP = 1\n")
+    (launches.work / "shard.txt").write_text("-1\n")
+    return launches
+
+
+def launch(work: Launches, **env: str) -> tuple[str | None, list[str]]:
+    """One ``python -m torchtitan.train`` (a rank started without a launcher):
+    the Q it got, and what the hook said."""
+    code, out, err = work.run(work.train(*MINE), **env)
+    assert code == 0, err[-2000:]
+    [seen] = probes(out)
+    return seen["queues"], ours(err)
+
+
+def newer(path: Path) -> None:
+    """A change of ``path`` that keeps its size: a later modification time."""
+    later = path.stat().st_mtime + 5
+    os.utime(path, (later, later))
+
+
+def test_each_dependency_class(work: Launches) -> None:
+    """Each change of what the evaluation read gives the new Q on the next
+    launch; an unchanged relaunch, a new job id, another rank and a new log
+    file beside it start no child."""
+    assert launch(work) == ("4", ["rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU"
+                                  " streams: compute, all_reduce, fsdp_comm,"
+                                  " cudagraph_capture)"])  # fmt: skip
+    assert work.evaluations() == 1
+    queues, said = launch(work)
+    assert queues == "4" and work.evaluations() == 1
+    assert said[0].endswith(", from the cached --module/--config evaluation")
+    (work.work / "slurm-78.out").write_text("a new job's log\n")
+    assert launch(work, SLURM_JOB_ID="78", RANK="1", LOCAL_RANK="1") == ("4", [])
+    assert work.evaluations() == 1
+    changes = [
+        ("a helper module it imports", lambda: (work.work / "my_helper.py")
+         .write_text("TP = 2\n"), {}, "8"),
+        ("a file it read", lambda: (work.work / "shard.txt").write_text("1\n"), {},
+         "4"),
+        ("a variable it read", lambda: None, {"MY_CP": "2"}, "8"),
+        ("the user's module", lambda: (work.work / "my_recipes" / "config_registry.py")
+         .write_text(RECIPE.replace("    return config", "    config.compile."
+                     "enable_fsdp_ag_rs_overlap = True\n    return config")),
+         {"MY_CP": "2"}, "4"),
+    ]  # fmt: skip
+    for count, (what, change, env, queues) in enumerate(changes, start=2):
+        change()
+        assert launch(work, **env)[0] == queues, what
+        assert work.evaluations() == count, what
+        assert launch(work, **env)[0] == queues, what  # and cached again
+        assert work.evaluations() == count, what
+
+
+def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> None:
+    launch(work)
+    manager = torchtitan_dir / "config" / "manager.py"
+    before = manager.stat()
+    try:
+        newer(manager)
+        assert launch(work)[0] == "4"
+        assert work.evaluations() == 2
+    finally:
+        os.utime(manager, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "damage", ["writable by others", "owned by another user", "corrupt"]
+)
+def test_an_entry_that_cannot_be_trusted_is_evaluated_again(
+    work: Launches, damage: str
+) -> None:
+    launch(work)
+    [entry] = Path(work.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
+    if damage == "writable by others":
+        entry.chmod(0o666)
+    elif damage == "owned by another user":
+        if os.getuid() != 0:
+            pytest.skip("chown to another user needs root")
+        os.chown(entry, 65534, 65534)
+    else:
+        entry.write_text(entry.read_text()[:100])
+    queues, said = launch(work, ROCM_HWQ_AUTOSET_LOG="verbose")
+    assert queues == "4" and work.evaluations() == 2
+    assert any("cache: entry ignored" in line for line in said), said
+    assert not said[-1].endswith("from the cached --module/--config evaluation")
+
+
+def test_ranks_started_together_evaluate_once(work: Launches) -> None:
+    for round_ in (1, 2):
+        ranks = [work.popen(work.train(*MINE), RANK=str(r), LOCAL_RANK=str(r),
+                            WORLD_SIZE="4") for r in range(4)]  # fmt: skip
+        outs = [rank.communicate(timeout=300) for rank in ranks]
+        for rank, (out, err) in zip(ranks, outs):
+            assert rank.returncode == 0, err[-2000:]
+            # 4 ranks // (tp 1 * ...) = 4: FSDP on; the same Q for everyone
+            assert [p["queues"] for p in probes(out)] == ["4"]
+        assert work.evaluations() == 1, round_  # first launch 1, relaunch 0
+
+
+def test_without_the_cache_every_launch_evaluates(work: Launches) -> None:
+    for count in (1, 2):
+        assert launch(work, ROCM_HWQ_AUTOSET_CACHE="0")[0] == "4"
+        assert work.evaluations() == count
+    assert not Path(work.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).exists()
+
+
+def test_explain_says_where_the_evaluation_came_from(work: Launches) -> None:
+    explain = [work.python, "-m", "rocm_hwq_autoset", "explain", "--json", *MINE]
+    code, out, err = work.run(explain)
+    assert code == 0, err
+    assert json.loads(out)["evaluation"] == "evaluated (cache: no entry)"
+    start = time.monotonic()
+    code, out, _ = work.run(explain)
+    assert json.loads(out)["evaluation"].startswith("from the cache (")
+    assert time.monotonic() - start < 5 and work.evaluations() == 1
+    code, out, _ = work.run([*explain[:5], "--no-cache", *MINE])
+    assert json.loads(out)["evaluation"] == "evaluated (--no-cache)"
+    assert work.evaluations() == 2
