@@ -29,6 +29,9 @@ from .traces import TraceError, count_streams
 if TYPE_CHECKING:
     import argparse
 
+#: The fewest lanes PR #4032's model counts (compute, all_reduce).
+MODEL_MIN_LANES = 2
+
 
 def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
     """Q from --queues, else the training arguments, else the environment, else
@@ -74,7 +77,9 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "streams": streams,
             "devices": devices,
             "needed": streams,
-            "power_of_two": queues_for(streams),
+            # What the PR's rounding makes of it: the model always counts
+            # compute and all_reduce, so its Q is never below 2.
+            "power_of_two": queues_for(max(streams, MODEL_MIN_LANES)),
             "queues": queues,
             "ok": streams <= queues,
         })  # fmt: skip
@@ -91,8 +96,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         plural = "" if r["streams"] == 1 else "s"
         out.write(
             f"{status}  {r['path']}: at most {r['streams']} GPU stream{plural}"
-            f" per device ({listed}): needs Q >= {r['needed']} (rounded up to"
-            f" a power of two as PR #4032 rounds its lanes: {r['power_of_two']})\n"
+            f" per device ({listed}): needs Q >= {r['needed']} (PR #4032's"
+            f" rounding, at least 2 lanes: {r['power_of_two']})\n"
         )
     if not all_ok:
         out.write(

@@ -191,7 +191,7 @@ def test_queue_sources_and_exit_codes(
 
     code, out, _ = verify(capsys, three)
     assert code == 0 and "Q = 4, from HIP's default" in out
-    assert "needs Q >= 3 (rounded up to a power of two" in out
+    assert "needs Q >= 3 (PR #4032's rounding, at least 2 lanes: 4)" in out
 
     code, out, _ = verify(capsys, three, five)
     assert code == 1 and "short" in out
@@ -368,3 +368,15 @@ def test_priorities_are_separate_pools(
     path = write_trace(tmp_path / "prio.json", trace(events))
     code, out, _ = verify(capsys, "--queues", "4", path)
     assert code == 0 and "device 0: 4" in out and "device 0 priority -1: 2" in out
+
+
+def test_a_single_stream_is_never_given_a_q_the_model_cannot_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README says the model's Q is 2, 4 or 8: verify's rounding of a
+    one-stream trace says 2, not 1."""
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"traceEvents": [kernel(0, 7)]}))
+    assert main(["verify", "--queues", "1", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "needs Q >= 1 (PR #4032's rounding, at least 2 lanes: 2)" in out

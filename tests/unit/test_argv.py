@@ -1,6 +1,7 @@
 """The command line, read as the programs that read it: Python (which program),
 torchrun (which program it runs), torchtitan's ConfigManager and tyro (the job
-config and the overrides; stream-model.md section 3)."""
+config and the overrides: ``ConfigManager._maybe_load_toml`` before
+pytorch/torchtitan #2386, ``_load_config`` after)."""
 
 from __future__ import annotations
 

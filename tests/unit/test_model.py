@@ -1,5 +1,5 @@
-"""The stream model of pytorch/torchtitan PR #4032 (stream-model.md section 2)
-and its inputs, which a launcher hands to its workers."""
+"""The stream model of pytorch/torchtitan PR #4032 (its description and unit-test
+vectors) and its inputs, which a launcher hands to its workers."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ COMBINATIONS = list(
 def pr_lanes(
     dp: bool, moe: bool, ep: int, tp: int, cp: int, graph: bool, overlap: bool
 ) -> list[str]:
-    """The PR's model, as its description writes it (stream-model.md)."""
+    """The PR's model, as its description writes it."""
     lanes = ["compute", "all_reduce"]
     if dp:
         lanes += ["dense_all_gather", "reduce_scatter"] if overlap else ["fsdp_comm"]

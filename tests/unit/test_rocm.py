@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset import _rocm
 from rocm_hwq_autoset._rocm import detect, torch_hip_version
 
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
@@ -41,6 +42,12 @@ def test_first_torch_on_the_path_decides(tmp_path: Path) -> None:
     assert not verdict.rocm and "CUDA or CPU" in verdict.evidence
 
 
+@pytest.fixture(autouse=True)
+def no_opt_rocm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's own /opt/rocm, if any, out of the way."""
+    monkeypatch.setattr(_rocm, "DEFAULT_ROCM_PATH", str(tmp_path / "no-opt-rocm"))
+
+
 def test_no_torch_asks_the_hip_runtime(tmp_path: Path) -> None:
     lib = tmp_path / "rocm" / "lib"
     lib.mkdir(parents=True)
@@ -49,14 +56,18 @@ def test_no_torch_asks_the_hip_runtime(tmp_path: Path) -> None:
     assert verdict.rocm and "libamdhip64.so.6" in verdict.evidence
     verdict = detect([str(tmp_path)], {"HIP_PATH": str(tmp_path / "rocm")})
     assert verdict.rocm
-    if not Path("/opt/rocm/lib").exists():
-        assert not detect([str(tmp_path)], {}).rocm
+    assert not detect([str(tmp_path)], {}).rocm
+    assert (
+        "no torch with hip and no HIP runtime" in detect([str(tmp_path)], {}).evidence
+    )
+    (tmp_path / "no-opt-rocm" / "lib").mkdir(parents=True)
+    (tmp_path / "no-opt-rocm" / "lib" / "libamdhip64.so").write_bytes(b"")
+    assert detect([str(tmp_path)], {}).rocm  # the default place
 
 
 def test_unreadable_version_py_falls_back_to_the_runtime(tmp_path: Path) -> None:
     root = fake_torch(tmp_path / "t", None)
-    if not Path("/opt/rocm/lib").exists():
-        assert not detect([str(root)], {}).rocm
+    assert not detect([str(root)], {}).rocm
     lib = tmp_path / "rocm" / "lib"
     lib.mkdir(parents=True)
     (lib / "libamdhip64.so").write_bytes(b"")
