@@ -3,10 +3,14 @@ parser alone. Each sample is a fresh interpreter (``-S``, so only what is
 measured is imported) that times, with ``perf_counter``:
 
 * ``parser``: ``import tomllib`` (``tomli`` before 3.11);
-* ``decision``: importing the hook and running it to the end, ROCm detected
-  from a fake ROCm torch, the example config read, the variable set.
+* ``decision``: importing the package and running its gate
+  (``rocm_hwq_autoset.start``, what the ``.pth`` line calls) to the end, ROCm
+  detected from a fake ROCm torch, the example config read, the variable set.
 
-    python benchmarks/decision.py [--runs 30]
+Instructions, which repeat where these times do not, are
+``startup_instructions.py``'s.
+
+    python benchmarks/decision.py [--runs 30] [--quick]
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import subprocess
 import sys
 import textwrap
 
-from _venvs import ROOT, machine, workdir
+from _venvs import ROOT, base_env, machine, workdir
 
 PARSER = """
 import time, sys
@@ -34,8 +38,8 @@ import os, sys, time
 sys.argv = ["train.py", "--job.config_file", {job!r},
             "--parallelism.expert_parallel_degree", "2"]
 t = time.perf_counter()
-from rocm_hwq_autoset import run
-run()
+import rocm_hwq_autoset
+rocm_hwq_autoset.start()  # what the .pth line calls
 elapsed = time.perf_counter() - t
 assert os.environ["GPU_MAX_HW_QUEUES"] == "4", os.environ.get("GPU_MAX_HW_QUEUES")
 print(elapsed)
@@ -51,9 +55,12 @@ def sample(code: str, env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="3 runs")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 3
     with workdir() as tmp:
         torch = tmp / "torch"
         torch.mkdir()
@@ -62,13 +69,14 @@ def main() -> None:
         job = str(ROOT / "examples" / "deepseek_v3_16b.toml")
         stdlib = os.path.dirname(os.__file__)
         site = [p for p in sys.path if p.endswith("site-packages")]
-        env = {
-            "PATH": os.environ["PATH"],
+        env = base_env(
             # -S: no site; the fake torch first, the package and tomli after it.
-            "PYTHONPATH": os.pathsep.join([str(tmp), str(ROOT), *site]),
-            "ROCM_HWQ_AUTOSET_LOG": "quiet",
-        }
+            PYTHONPATH=os.pathsep.join([str(tmp), str(ROOT), *site]),
+            ROCM_HWQ_AUTOSET_LOG="quiet",
+        )
         decision_code = DECISION.format(job=job)
+        sample(PARSER, env)  # .pyc files, the page cache
+        sample(decision_code, env)
         parser_times, decision_times = [], []
         for _ in range(args.runs):
             parser_times.append(sample(PARSER, env))

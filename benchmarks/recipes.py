@@ -1,13 +1,15 @@
-"""Q and lanes for every graph_trainer recipe torchtitan 0.3.0 ships, with the
-overrides the tests use (``tests/test_real_torchtitan.py`` holds the list and
-checks each against PR #4032's model): ``explain --json --module M --config FN``
-run in a venv with the real torchtitan 0.3.0 and the CPU torch 2.13.0, one line
-of a Markdown table per case. Needs the test extras (it reads the test's list).
+"""Q and lanes for every graph_trainer recipe torchtitan 0.3.0 ships, the debug
+models with each override of the list below: ``explain --json --no-cache
+--module M --config FN [override]``, run with this checkout's wheel over the
+real torchtitan 0.3.0 and the CPU torch 2.13.0, one line of a Markdown table
+per case. (``tests/torchtitan/test_recipes.py`` checks the same recipes
+against PR #4032's model; this list is the benchmark's own.)
 
-    python benchmarks/recipes.py --torchtitan /path/to/venv/bin/python
+    python benchmarks/recipes.py [--torchtitan PYTHON] [--jobs 2] [--quick]
 
-``--torchtitan`` (or ``$ROCM_HWQ_TORCHTITAN``) names that venv's Python, with
-this package installed in it (``.ci/run`` builds one).
+``--torchtitan`` (or ``$ROCM_HWQ_TORCHTITAN``) names the Python of a venv with
+``torch==2.13.0 torchtitan==0.3.0 triton`` (``.ci/run`` builds one); it is not
+changed. ``--quick``: one case, ``graph_trainer_deepseek_v3_16b``.
 """
 
 from __future__ import annotations
@@ -16,37 +18,98 @@ import argparse
 import json
 import os
 import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 
-from _venvs import ROOT, machine
+from _launches import light_venv, torchtitan_python
+from _venvs import base_env, build_wheel, machine, workdir
 
-sys.path.insert(0, str(ROOT))
-from tests.test_real_torchtitan import CASES, OVERRIDES, case_args
+RECIPES = {
+    "graph_trainer.deepseek_v3": [
+        "graph_trainer_deepseek_v3_debugmodel",
+        "graph_trainer_deepseek_v3_debugmodel_mxfp8",
+        "graph_trainer_deepseek_v3_debugmodel_hybridep",
+        "graph_trainer_deepseek_v3_debugmodel_minimal_async_ep",
+        "graph_trainer_deepseek_v3_debugmodel_eager_pp",
+        "graph_trainer_deepseek_v3_16b",
+        "graph_trainer_deepseek_v3_16b_minimal_async_ep",
+        "graph_trainer_deepseek_v3_16b_sdpa",
+        "graph_trainer_deepseek_v3_671b",
+    ],
+    "graph_trainer.llama3": [
+        "graph_trainer_llama3_debugmodel",
+        "graph_trainer_llama3_debugmodel_dist_gemm",
+        "graph_trainer_llama3_debugmodel_sdpa",
+        "graph_trainer_llama3_debugmodel_sdpa_cross_entropy_loss",
+        "graph_trainer_llama3_debugmodel_sdpa_eager",
+        "graph_trainer_llama3_8b",
+        "graph_trainer_llama3_8b_mxfp8",
+        "graph_trainer_llama3_70b",
+        "graph_trainer_llama3_405b",
+    ],
+    "graph_trainer.qwen3": [
+        "graph_trainer_qwen3_debugmodel",
+        "graph_trainer_qwen3_debugmodel_moe",
+        "graph_trainer_qwen3_14b",
+    ],
+    "graph_trainer.muse_glimmer": ["graph_trainer_muse_glimmer_debugmodel"],
+}
+#: Overrides applied to each debug model.
+OVERRIDES = [
+    [],
+    ["--parallelism.expert_parallel_degree", "2"],
+    ["--parallelism.tensor-parallel-degree=2"],
+    ["--parallelism.context_parallel_degree=2"],
+    ["--compile.enable_fsdp_ag_rs_overlap"],
+    ["--compile.disable_passes", "cudagraph_pass"],
+    ["--parallelism.data_parallel_shard_degree", "1"],
+]
+CASES = [
+    (module, config, override)
+    for module, configs in RECIPES.items()
+    for config in configs
+    for override in (OVERRIDES if config.endswith("debugmodel") else [[]])
+]
+QUICK: list[tuple[str, str, list[str]]] = [
+    ("graph_trainer.deepseek_v3", "graph_trainer_deepseek_v3_16b", [])
+]
+
+
+def explain(python: str, module: str, config: str, override: list[str]) -> str:
+    """One Markdown line: the case, Q and the lanes, or why there is none."""
+    done = subprocess.run(
+        [python, "-m", "rocm_hwq_autoset", "explain", "--json", "--no-cache",
+         "--module", module, "--config", config, *override],
+        capture_output=True, text=True, env=base_env(), timeout=600,
+    )  # fmt: skip
+    flags = f"`{' '.join(override)}`" if override else "—"
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = {"error": done.stderr.strip() or f"exit {done.returncode}"}
+    if "queues" in doc:
+        queues, lanes = str(doc["queues"]), ", ".join(doc["lanes"])
+    else:
+        queues, lanes = "—", str(doc.get("error")).replace("|", "\\|")[:200]
+    return f"| {module} | {config} | {flags} | {queues} | {lanes} |"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--torchtitan", default=os.environ.get("ROCM_HWQ_TORCHTITAN"))
+    parser.add_argument("--jobs", type=int, default=2, help="explains at a time")
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    if not args.torchtitan:
-        sys.exit("name the torchtitan venv's python (--torchtitan PYTHON)")
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
-    print(f"machine: {machine()}; {len(CASES)} cases\n")
-    print("| module | config | overrides | Q | lanes |")
-    print("| --- | --- | --- | --- | --- |")
-    for module, config, override in CASES:
-        done = subprocess.run(
-            [args.torchtitan, "-m", "rocm_hwq_autoset", "explain", "--json",
-             *case_args(module, config, override)],
-            capture_output=True, text=True, env=env,
-        )  # fmt: skip
-        flags = f"`{' '.join(OVERRIDES[override])}`" if OVERRIDES[override] else "—"
-        if done.returncode == 0:
-            doc = json.loads(done.stdout)
-            queues, lanes = str(doc["queues"]), ", ".join(doc["lanes"])
-        else:
-            queues, lanes = "—", done.stderr.strip().replace("|", "\\|")[:200]
-        print(f"| {module} | {config} | {flags} | {queues} | {lanes} |", flush=True)
+    big = torchtitan_python(args.torchtitan)
+    cases = QUICK if args.quick else CASES
+    with workdir() as tmp:
+        python = light_venv(tmp / "venv", build_wheel(tmp / "dist"), big)
+        print(f"machine: {machine()}; {len(cases)} cases\n")
+        print("| module | config | overrides | Q | lanes |")
+        print("| --- | --- | --- | --- | --- |")
+        with ThreadPoolExecutor(max(args.jobs, 1)) as pool:
+            lines = pool.map(lambda case: explain(python, *case), cases)
+            for line in lines:  # in the order of the cases
+                print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,65 +1,53 @@
-"""Idle start-up cost: ``python -c pass`` in a venv with rocm-hwq-autoset
-installed vs. a bare venv, interleaved; and ``-X importtime`` proof that the
-package is not imported by an ordinary process.
+"""Idle start-up cost in wall time: ``python -c pass`` in a venv with this
+checkout's wheel installed vs. a bare venv, interleaved; and ``-X importtime``
+proof that an ordinary process does not import the package. Instructions, which
+repeat where wall time does not, are ``startup_instructions.py``'s.
 
-    python benchmarks/startup.py [--runs 40]
+    python benchmarks/startup.py [--runs 40] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import subprocess
 
-from _venvs import build_wheel, instructions, machine, make_venv, summary, wall, workdir
+from _venvs import base_env, build_wheel, machine, make_venv, summary, wall, workdir
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--quick", action="store_true", help="3 runs, no warm-up")
     args = parser.parse_args()
+    runs, warm = (3, 0) if args.quick else (args.runs, 5)
     with workdir() as tmp:
         wheel = build_wheel(tmp / "dist")
         bare = make_venv(tmp / "bare")
-        installed = make_venv(tmp / "installed", str(wheel))
-        env = {"PATH": os.environ["PATH"]}
-        for python in (bare, installed):  # warm the page cache
-            for _ in range(5):
+        installed = make_venv(tmp / "installed", wheel)
+        env = base_env()
+        for python in (bare, installed):  # .pyc files, the page cache
+            for _ in range(warm + 1):
                 wall([python, "-c", "pass"], env)
         times: dict[str, list[float]] = {bare: [], installed: []}
-        for _ in range(args.runs):
+        for _ in range(runs):
             for python in (bare, installed):
                 times[python].append(wall([python, "-c", "pass"], env))
-        print(f"machine: {machine()}")
-        print(f"python -c pass, {args.runs} interleaved runs each")
-        print(f"  bare venv        {summary(times[bare])}")
-        print(f"  with the package {summary(times[installed])}")
-        ratio_min = min(times[installed]) / min(times[bare])
-        ratio_median = statistics.median(times[installed]) / statistics.median(
-            times[bare]
-        )
-        print(f"  ratio            min {ratio_min:.3f}   median {ratio_median:.3f}")
-        if shutil.which("valgrind"):
-            # Instructions are repeatable where wall time is noisy.
-            fixed = {**env, "PYTHONHASHSEED": "0"}  # counts that repeat exactly
-            counts = {
-                p: instructions(p, ["-c", "pass"], fixed) for p in (bare, installed)
-            }
-            print("python -c pass, instructions (valgrind --tool=callgrind)")
-            print(f"  bare venv        {counts[bare]:>12,}")
-            print(f"  with the package {counts[installed]:>12,}")
-            extra = counts[installed] - counts[bare]
-            print(f"  extra            {extra:>12,} ({extra / counts[bare]:+.2%})")
         trace = subprocess.run(
             [installed, "-X", "importtime", "-c", "pass"],
             capture_output=True, text=True, env=env, check=True,
         ).stderr  # fmt: skip
-        ours = [line for line in trace.splitlines() if "rocm_hwq_autoset" in line]
-        print(f"  -X importtime lines naming rocm_hwq_autoset: {len(ours)}")
-        for line in ours:
-            print("    " + line)
+    print(f"machine: {machine()}")
+    print(f"python -c pass, {runs} interleaved runs each")
+    print(f"  bare venv        {summary(times[bare])}")
+    print(f"  with the package {summary(times[installed])}")
+    ratio_min = min(times[installed]) / min(times[bare])
+    ratio_median = statistics.median(times[installed]) / statistics.median(times[bare])
+    print(f"  ratio            min {ratio_min:.3f}   median {ratio_median:.3f}")
+    ours = [line for line in trace.splitlines() if "rocm_hwq_autoset" in line]
+    print(f"  -X importtime lines naming rocm_hwq_autoset: {len(ours)}")
+    for line in ours:
+        print("    " + line)
 
 
 if __name__ == "__main__":

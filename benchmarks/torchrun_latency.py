@@ -1,6 +1,6 @@
 """What the ``--module``/``--config`` evaluation costs a real launch: the real
-``torchrun`` (``python -m torch.distributed.run``) with the real torchtitan 0.3.0
-and the CPU torch 2.13.0, interleaved in one run:
+``torchrun`` with the real torchtitan 0.3.0 and the CPU torch 2.13.0,
+interleaved in one run:
 
 * the evaluation alone (the child interpreter that imports torchtitan);
 * one node, 2 workers: seconds from starting torchrun to its first worker's
@@ -9,17 +9,16 @@ and the CPU torch 2.13.0, interleaved in one run:
   real job never start together): the same for node 0.
 
 Each launch runs three ways: hook off (``ROCM_HWQ_AUTOSET=0``), ``before`` (the
-package at ``--before``, default the last commit before the evaluation became
-asynchronous) and ``after`` (this checkout), both forced on (the torch here is a
-CPU build). The workers are a probe module in the venv's own ``torchtitan``
-package, so the launch is a real ``-m torchtitan.*`` launch.
+package at ``--before``) and ``after`` (this checkout, with the cache of
+evaluations off, so that every launch evaluates as ``before`` does; the cache is
+``cache.py``'s), both forced on (the torch here is a CPU build). The workers are
+stopped before they train by a probe (``_launches``) that prints what they saw.
 
-    python benchmarks/torchrun_latency.py --torchtitan /path/to/venv/bin/python
+    python benchmarks/torchrun_latency.py [--torchtitan PYTHON] [--runs 3] [--quick]
 
 ``--torchtitan`` (or ``$ROCM_HWQ_TORCHTITAN``) names the Python of a venv with
-``torch==2.13.0 torchtitan==0.3.0 triton``; without it one is built in a
-temporary folder (on Python 3.11 the torch wheel is the CPU one this machine
-keeps on disk) and removed afterwards.
+``torch==2.13.0 torchtitan==0.3.0 triton`` (``.ci/run`` builds one); it is not
+changed. ``--quick``: one round, one node, hook off and ``after`` only.
 """
 
 from __future__ import annotations
@@ -33,17 +32,16 @@ import sys
 import time
 from pathlib import Path
 
-from _venvs import build_wheel, machine, make_venv, wheel_at, workdir
+from _launches import TRAINING, Launch, World, light_venv, torchtitan_python
+from _venvs import BEFORE, build_wheel, machine, wheel_at, workdir
 
-REQUIREMENTS = ["torch==2.13.0", "torchtitan==0.3.0", "triton"]
-BEFORE = "f6a6d2b"  # the evaluation ran in sequence, in every process
-PROBE = 'import os\nprint("PROBE", os.environ.get("GPU_MAX_HW_QUEUES"), flush=True)\n'
-PROBE_MODULE = "torchtitan._hwq_probe"
-TRAINING = ["--module", "graph_trainer.deepseek_v3", "--config",
-            "graph_trainer_deepseek_v3_16b", "--parallelism.expert_parallel_degree",
-            "2", "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
 NODE_GAP = 6.0
-VARIANTS = ("off", "before", "after")
+#: Each variant: the venv, and its variables.
+VARIANTS = {
+    "off": ("after", {"ROCM_HWQ_AUTOSET": "0"}),
+    "before": ("before", {"ROCM_HWQ_AUTOSET": "force"}),
+    "after": ("after", {"ROCM_HWQ_AUTOSET": "force", "ROCM_HWQ_AUTOSET_CACHE": "0"}),
+}
 
 
 def free_port() -> int:
@@ -53,40 +51,19 @@ def free_port() -> int:
 
 
 def torchrun(python: str, *args: str) -> list[str]:
-    return [python, "-m", "torch.distributed.run", *args, "-m", PROBE_MODULE,
+    return [str(Path(python).parent / "torchrun"), *args, "-m", "torchtitan.train",
             *TRAINING]  # fmt: skip
 
 
-def first_line(proc: subprocess.Popen[str], started: float) -> tuple[float, str]:
-    """Seconds until the first worker line, and that line."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("PROBE"):
-            return time.perf_counter() - started, line.split()[1]
-    raise RuntimeError(f"no worker line (exit {proc.wait()})")
+def one_node(world: World, python: str, env: dict[str, str]) -> tuple[float, str, int]:
+    launch = Launch(world, [torchrun(python, "--standalone", "--nproc_per_node", "2")],
+                    [env])  # fmt: skip
+    seen, queues = launch.first_line()
+    launch.finish()
+    return seen, queues, launch.evaluations()
 
 
-def finish(proc: subprocess.Popen[str]) -> None:
-    _, err = proc.communicate(timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"exit {proc.returncode}: {err[-2000:]}")
-
-
-def launch(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def one_node(python: str, env: dict[str, str]) -> tuple[float, str]:
-    command = torchrun(python, "--standalone", "--nproc_per_node", "2")
-    started = time.perf_counter()
-    proc = launch(command, env)
-    seen = first_line(proc, started)
-    finish(proc)
-    return seen
-
-
-def two_nodes(python: str, env: dict[str, str]) -> tuple[float, str]:
+def two_nodes(world: World, python: str, env: dict[str, str]) -> tuple[float, str, int]:
     port = free_port()
     nodes = []
     for rank in (0, 1):
@@ -94,39 +71,25 @@ def two_nodes(python: str, env: dict[str, str]) -> tuple[float, str]:
                            "--node_rank", str(rank), "--rdzv_backend", "c10d",
                            "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id",
                            "hwq")  # fmt: skip
-        if rank == 0:
-            started = time.perf_counter()
-        else:
+        if rank == 1:
             time.sleep(NODE_GAP)
-        nodes.append(launch(command, env))
-    seen = first_line(nodes[0], started)
-    for proc in nodes:
-        finish(proc)
-    return seen
+        nodes.append(Launch(world, [command], [env]))
+    seen, queues = nodes[0].first_line()
+    for node in nodes:
+        node.finish()
+    return seen, queues, nodes[0].evaluations()
 
 
-def evaluation(python: str, env: dict[str, str]) -> tuple[float, str]:
+def evaluation(world: World, python: str) -> tuple[float, str, int]:
     started = time.perf_counter()
     done = subprocess.run(
         [python, "-m", "rocm_hwq_autoset._registry_child", "--", *TRAINING],
-        env={**env, "ROCM_HWQ_AUTOSET": "0"}, capture_output=True, text=True,
-        check=True,
-    )  # fmt: skip
-    return time.perf_counter() - started, done.stdout.strip()
-
-
-def light_venv(where: Path, wheel: Path, site_packages: str) -> str:
-    """A venv with only this package's wheel that sees the torchtitan venv's
-    packages through a path line (so both versions share one torch)."""
-    python = make_venv(where)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--disable-pip-version-check", str(wheel)], check=True)  # fmt: skip
-    own = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        cwd=world.work, env={**world.env, "ROCM_HWQ_AUTOSET": "0"},
         capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    Path(own, "zz_torchtitan_venv.pth").write_text(site_packages + "\n")
-    return python
+    )  # fmt: skip
+    elapsed = time.perf_counter() - started
+    assert '"inputs"' in done.stdout, done.stdout
+    return elapsed, "evaluated", 1
 
 
 def main() -> None:
@@ -134,76 +97,78 @@ def main() -> None:
     parser.add_argument("--torchtitan", default=os.environ.get("ROCM_HWQ_TORCHTITAN"))
     parser.add_argument("--before", default=BEFORE, help="git revision (%(default)s)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
+    big = torchtitan_python(args.torchtitan)
+    variants = ["off", "after"] if args.quick else list(VARIANTS)
+    kinds = ["one node"] if args.quick else ["evaluation", "one node", "two nodes"]
+    runs = 1 if args.quick else args.runs
     with workdir() as tmp:
-        big = args.torchtitan
-        if not big:
-            if sys.version_info[:2] != (3, 11):
-                sys.exit("run with Python 3.11 (torch 2.13.0's CPU wheel) or"
-                         " pass --torchtitan")  # fmt: skip
-            print("building a torch/torchtitan venv (pass --torchtitan to reuse one)")
-            big = make_venv(tmp / "torchtitan", *REQUIREMENTS)
-        site_packages, package = subprocess.run(
-            [big, "-c", "import sysconfig, os, torchtitan;"
-             " print(sysconfig.get_paths()['purelib']);"
-             " print(os.path.dirname(torchtitan.__file__))"],
-            capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
-        new, old = build_wheel(tmp / "dist"), wheel_at(args.before, tmp)
-        pythons = {
-            "after": light_venv(tmp / "after", new, site_packages),
-            "before": light_venv(tmp / "before", old, site_packages),
-        }
-        pythons["off"] = pythons["after"]
-        probe = Path(package, "_hwq_probe.py")
-        ours = not probe.exists()  # the tests write the same probe
-        probe.write_text(PROBE)
+        world = World(tmp)
         try:
-            results, seen = measure(pythons, args.runs)
+            pythons = {"after": light_venv(tmp / "after", build_wheel(tmp / "dist"),
+                                           big)}  # fmt: skip
+            if "before" in variants:
+                old = wheel_at(args.before, tmp)
+                pythons["before"] = light_venv(tmp / "before", old, big)
+            results = measure(world, pythons, variants, kinds, runs)
         finally:
-            if ours:
-                probe.unlink()
-    report(results, seen, args.before)
+            world.end_all()
+    report(results, args.before if "before" in variants else "")
 
 
 def measure(
-    pythons: dict[str, str], runs: int
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
-           "ROCM_HWQ_AUTOSET_LOG": "quiet"}  # fmt: skip
-    modes = {"off": "0", "before": "force", "after": "force"}
-    results: dict[str, list[float]] = {"evaluation": []}
-    seen: dict[str, str] = {}
+    world: World, pythons: dict[str, str], variants: list[str], kinds: list[str],
+    runs: int,
+) -> dict[str, list[tuple[float, str, int]]]:  # fmt: skip
+    if runs > 1:  # .pyc files, the page cache
+        for python in pythons.values():
+            subprocess.run([python, "-c", "import torch.distributed.run"],
+                           env=world.env, check=True)  # fmt: skip
+    results: dict[str, list[tuple[float, str, int]]] = {}
     for run in range(runs):
-        elapsed, out = evaluation(pythons["after"], env)
-        results["evaluation"].append(elapsed)
-        seen["evaluation"] = out
-        for kind, launch_once in (("one node", one_node), ("two nodes", two_nodes)):
-            for variant in VARIANTS:
-                variant_env = {**env, "ROCM_HWQ_AUTOSET": modes[variant]}
-                elapsed, queues = launch_once(pythons[variant], variant_env)
-                results.setdefault(f"{kind}, {variant}", []).append(elapsed)
-                seen[f"{kind}, {variant}"] = queues
+        for kind in kinds:
+            if kind == "evaluation":
+                results.setdefault(kind, []).append(evaluation(world, pythons["after"]))
+                continue
+            launch_once = one_node if kind == "one node" else two_nodes
+            # The order alternates: a drift in the machine's load favours no one.
+            for variant in variants if run % 2 == 0 else variants[::-1]:
+                venv, env = VARIANTS[variant]
+                results.setdefault(f"{kind}, {variant}", []).append(
+                    launch_once(world, pythons[venv], env)
+                )
         print(f"  round {run + 1}/{runs} done", file=sys.stderr)
-    return results, seen
+    return results
 
 
-def report(results: dict[str, list[float]], seen: dict[str, str], rev: str) -> None:
+def report(results: dict[str, list[tuple[float, str, int]]], rev: str) -> None:
     print(f"machine: {machine()}")
-    print(f"torchrun + torchtitan 0.3.0, {' '.join(TRAINING)}")
-    print(f"before = {rev}, after = this checkout; {len(results['evaluation'])} rounds")
-    print(f"{'':<22}{'min':>8}{'median':>9}   workers saw")
+    print(f"torchrun + torchtitan 0.3.0, -m torchtitan.train {' '.join(TRAINING)}")
+    rounds = len(next(iter(results.values())))
+    before = f"before = {rev}, " if rev else ""
+    print(f"{before}after = this checkout (cache off); {rounds} rounds, interleaved")
+    print(f"{'seconds':<24}{'min':>7}{'median':>8}   workers saw   evaluations")
     for name, values in results.items():
-        print(f"  {name:<20}{min(values):7.2f}s{statistics.median(values):8.2f}s"
-              f"   {seen[name]}")  # fmt: skip
-    evaluation = statistics.median(results["evaluation"])
+        times = [v[0] for v in values]
+        saw = sorted({v[1] for v in values})
+        counts = sorted({v[2] for v in values})
+        print(f"  {name:<22}{min(times):6.2f}s{statistics.median(times):7.2f}s"
+              f"   {'/'.join(saw):<13} {'/'.join(map(str, counts))}")  # fmt: skip
+    evaluation = results.get("evaluation")
+    alone = statistics.median(v[0] for v in evaluation) if evaluation else None
+    print("  differences: the median of each round's difference")
     for kind in ("one node", "two nodes"):
-        off = statistics.median(results[f"{kind}, off"])
+        if f"{kind}, off" not in results:
+            continue
+        off = [v[0] for v in results[f"{kind}, off"]]
         for variant in ("before", "after"):
-            added = statistics.median(results[f"{kind}, {variant}"]) - off
-            share = added / evaluation
-            print(f"  {kind}, {variant}: +{added:.2f} s over hook off"
-                  f" ({share:.0%} of the evaluation)")  # fmt: skip
+            if f"{kind}, {variant}" not in results:
+                continue
+            on = [v[0] for v in results[f"{kind}, {variant}"]]
+            added = statistics.median(a - b for a, b in zip(on, off))
+            share = f" ({added / alone:.0%} of the evaluation)" if alone else ""
+            print(f"  {kind}, {variant}: {added:+.2f} s over hook off{share}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,14 @@
-"""``verify``'s speed and memory on a large generated trace (Kineto's layout:
-one event per line, kernels on several streams, CPU ops between them).
+"""``verify``'s speed and memory on large generated traces (Kineto's layout:
+one event per line, kernels on several streams, CPU ops between them): a plain
+one of ``--mb`` MB and a gzip one of ``--gzip-mb`` MB of JSON, each counted by
+``count_streams`` (what ``verify`` runs) in a fresh process, in CPU seconds:
+"before" (the trace reader at ``--before``) and "after" (this checkout's), one
+after the other on the same file.
 
-    python benchmarks/verify_throughput.py [--mb 300] [--gzip]
+    python benchmarks/verify_throughput.py [--mb 300] [--gzip-mb 100]
+        [--before REV] [--quick]
+
+``--quick``: 1 MB each.
 """
 
 from __future__ import annotations
@@ -14,17 +21,21 @@ import resource
 import subprocess
 import sys
 
-from _venvs import ROOT, machine, workdir
+from _venvs import BEFORE, ROOT, machine, workdir
 
+#: The trace reader is one module that imports only the standard library.
+READER = "rocm_hwq_autoset/_cli/traces.py"
 MEASURE = """
-import resource, sys, time
-sys.path.insert(0, {root!r})
-from rocm_hwq_autoset._traces import count_streams
-start = time.perf_counter()
+import importlib.util, resource, time
+spec = importlib.util.spec_from_file_location("traces", {reader!r})
+traces = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(traces)
+count_streams = traces.count_streams
+start, cpu = time.perf_counter(), time.process_time()
 streams = count_streams({path!r})
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(elapsed, peak, {{str(k): len(v) for k, v in streams.items()}})
+print(elapsed, cpu, peak, {{str(k): len(v) for k, v in streams.items()}})
 """
 
 
@@ -32,7 +43,7 @@ def generate(path: str, megabytes: int, compress: bool) -> int:
     opener = gzip.open if compress else open
     target = megabytes << 20
     written = 0
-    with opener(path, "wt") as out:  # type: ignore[operator]
+    with opener(path, "wt") as out:
         out.write(
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [],\n  "traceEvents": [\n'
         )
@@ -73,32 +84,51 @@ def generate(path: str, megabytes: int, compress: bool) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mb", type=int, default=300)
-    parser.add_argument("--gzip", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=300, help="plain trace, MB")
+    parser.add_argument("--gzip-mb", type=int, default=100, help="gzip trace, MB")
+    parser.add_argument("--before", default=BEFORE, help="git revision (%(default)s)")
+    parser.add_argument("--quick", action="store_true", help="1 MB each")
     args = parser.parse_args()
+    if args.quick:
+        args.mb = args.gzip_mb = 1
+    print(f"machine: {machine()}; before = {args.before}, after = this checkout")
     with workdir() as tmp:
-        measure(str(tmp / ("trace.json.gz" if args.gzip else "trace.json")), args)
+        old = tmp / "traces_before.py"
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{args.before}:{READER}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if shown.returncode != 0:
+            sys.exit(f"git show {args.before}:{READER} failed: {shown.stderr.strip()}")
+        old.write_text(shown.stdout)
+        readers = {"before": str(old), "after": str(ROOT / READER)}
+        for megabytes, compress in ((args.mb, False), (args.gzip_mb, True)):
+            if megabytes > 0:
+                name = "trace.json.gz" if compress else "trace.json"
+                measure(str(tmp / name), megabytes, compress, readers)
+                (tmp / name).unlink()
 
 
-def measure(path: str, args: argparse.Namespace) -> None:
-    size = generate(path, args.mb, args.gzip)
+def measure(path: str, megabytes: int, compress: bool, readers: dict[str, str]) -> None:
+    size = generate(path, megabytes, compress)
     on_disk = os.path.getsize(path)
-    out = subprocess.run(
-        [sys.executable, "-c", MEASURE.format(root=str(ROOT), path=path)],
-        capture_output=True, text=True, check=True,
-    ).stdout.split(maxsplit=2)  # fmt: skip
-    elapsed, peak_kib = float(out[0]), int(out[1])
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"machine: {machine()}")
-    print(f"trace: {size / 1e6:.0f} MB of JSON, {on_disk / 1e6:.0f} MB on disk"
-          f"{' (gzip)' if args.gzip else ''};"
-          f" streams per device: {out[2].strip()}")  # fmt: skip
-    print(
-        f"count_streams: {elapsed:.2f} s, {size / 1e6 / elapsed:.1f} MB/s of JSON;"
-        f" peak RSS {peak_kib / 1024:.0f} MiB"
-        f" (the generating process: {baseline / 1024:.0f} MiB)"
-    )
+    print(f"trace: {size / 1e6:.0f} MB of JSON, {on_disk / 1e6:.1f} MB on disk"
+          f"{' (gzip)' if compress else ''}"
+          f" (the generating process: {baseline / 1024:.0f} MiB)")  # fmt: skip
+    for version, reader in readers.items():
+        out = subprocess.run(
+            [sys.executable, "-c", MEASURE.format(reader=reader, path=path)],
+            capture_output=True, text=True, check=True,
+        ).stdout.split(maxsplit=3)  # fmt: skip
+        elapsed, cpu, peak_kib = float(out[0]), float(out[1]), int(out[2])
+        print(
+            f"  {version:<6} count_streams: {elapsed:.2f} s, {cpu:.2f} s of CPU,"
+            f" {size / 1e6 / cpu:.1f} MB/s of JSON per CPU second;"
+            f" peak RSS {peak_kib / 1024:.0f} MiB; streams per device:"
+            f" {out[3].strip()}"
+        )
 
 
 if __name__ == "__main__":

@@ -229,27 +229,40 @@ def near_miss(name: str) -> str | None:
     ``-`` for a ``_`` is a typo there); a flag is normalized by its caller."""
     if name in FIELDS:
         return None
-    for key in FIELDS:
+    section, _, field = name.partition(".")
+    if section in SECTIONS:  # the section is right: only its own fields
+        for key in FIELDS:
+            ours, _, our_field = key.partition(".")
+            if ours == section and edits_within(field, our_field, MAX_EDITS):
+                return key
+        return None
+    for key in FIELDS:  # a flag whose section is a typo too
         if edits_within(name, key, MAX_EDITS):
             return key
     return None
 
 
 def edits_within(a: str, b: str, limit: int) -> bool:
-    """Whether the edit distance of ``a`` and ``b`` is at most ``limit``:
-    Levenshtein's, row by row, stopping as soon as every cell of a row is over."""
+    """Whether the edit distance of ``a`` and ``b`` (Levenshtein's: inserts,
+    deletes, replacements) is at most ``limit``. Past their common prefix, the
+    first differing character is replaced, deleted, or has one inserted before
+    it: three ways on, each with one edit fewer to spend (at most 3**limit)."""
     if abs(len(a) - len(b)) > limit:
         return False
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        row = [i]
-        for j, cb in enumerate(b, 1):
-            row.append(min(previous[j] + 1, row[j - 1] + 1,
-                           previous[j - 1] + (ca != cb)))  # fmt: skip
-        if min(row) > limit:
-            return False
-        previous = row
-    return previous[-1] <= limit
+    same = 0
+    end = min(len(a), len(b))
+    while same < end and a[same] == b[same]:
+        same += 1
+    if same == end:  # one is a prefix of the other: the rest is inserted
+        return True
+    if limit == 0:
+        return False
+    a, b = a[same:], b[same:]
+    return (
+        edits_within(a[1:], b[1:], limit - 1)
+        or edits_within(a[1:], b, limit - 1)
+        or edits_within(a, b[1:], limit - 1)
+    )
 
 
 #: A TOML key that names a module of the user's with more fields: unknown keys

@@ -11,11 +11,13 @@ child imports torchtitan. It
 2. with a cache, takes this node's lock for the launch: the first rank's child
    evaluates, the others wait for its answer (``_cache``);
 3. evaluates: ``ConfigManager().parse_args(ARGS)``, read as PR #4032 reads the
-   config, recording what it read (``_deps``), and stores a successful result;
+   config, recording what it read (``_deps``);
 4. prints exactly one JSON line on stdout: ``{"inputs": ..., "settings": ...}``
    or ``{"error": ..., "source": ...}``, with ``"how"``: ``evaluated`` (here),
-   ``cache`` or ``peer`` (another rank's child evaluated it).
-   Nothing else reaches stdout or stderr.
+   ``cache`` or ``peer`` (another rank's child evaluated it). Nothing else
+   reaches stdout or stderr;
+5. then, the parent served, stores a successful result in the cache and
+   publishes the answer for the ranks waiting on the lock.
 
 Usage: ``python -m rocm_hwq_autoset._registry_child [--parent PID] [--cache DIR
 --key KEY] -- ARGS``.
@@ -262,13 +264,16 @@ def main(argv: Sequence[str]) -> int:
     cache = Cache(options["--cache"]) if "--cache" in options else None
     key = options.get("--key", "")
     doc = _from_peer(cache, key) if cache is not None else None
+    shared = doc is not None
     if doc is None:
         recorder = Recorder() if cache is not None else None
         doc = _evaluate(args, recorder)
-        if cache is not None:
-            _share(cache, key, doc, recorder)
+    # The answer first: the parent may be waiting for it. Then the cache.
     os.write(result, (json.dumps(doc) + "\n").encode())
-    os._exit(0)  # no teardown of torch: the answer is out, the lock goes with us
+    os.close(result)
+    if cache is not None and not shared:
+        _share(cache, key, doc, recorder)
+    os._exit(0)  # no teardown of torch; the node's lock goes with us
 
 
 def _share(cache: Cache, key: str, doc: dict[str, Any], recorder: Any) -> None:

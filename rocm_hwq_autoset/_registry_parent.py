@@ -88,6 +88,9 @@ WRAPPED = (
 MAX_RESULT_BYTES = 1 << 20
 #: Seconds an exiting process waits for the ended child to be reaped.
 REAP_SECONDS = 1.0
+#: Seconds an exiting process gives a child that answered to store its answer
+#: in the cache (it takes a few tenths of a second for torchtitan 0.3.0).
+STORE_SECONDS = 2.0
 
 
 class Evaluation:
@@ -121,11 +124,12 @@ class Evaluation:
 
     def result(self) -> tuple[Evaluated | ConfigError, bool]:
         """The evaluation (or why there is none) and whether it came from the
-        cache, waiting until the deadline at most. Raises only what does not
-        belong to the evaluation (a signal handler's exception ...), after
-        ending the child."""
+        cache, waiting until the deadline at most. A child that answered is
+        left to finish (it stores its answer in the cache after giving it);
+        any other ends here. Raises only what does not belong to the
+        evaluation (a signal handler's exception ...), after ending the child."""
         try:
-            out = self._read()
+            line = self._read_line()
         except subprocess.TimeoutExpired:
             self.end()
             return ConfigError(
@@ -137,26 +141,25 @@ class Evaluation:
         except BaseException:
             self.end()
             raise
-        self.end()
         try:
-            doc = json.loads(out)
+            doc = json.loads(line)
             if "error" in doc:
-                return ConfigError(
-                    str(doc["error"]), str(doc.get("source") or "")
-                ), False
+                error = ConfigError(str(doc["error"]), str(doc.get("source") or ""))
+                return error, False
             return decode_result(doc), doc.get("how") in ("cache", "peer")
         except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
+            self.settle(REAP_SECONDS)  # its own status, if it is ending anyway
             status = self.child.returncode
             how = f"signal {-status}" if status and status < 0 else f"status {status}"
             return ConfigError(f"the evaluating child ended with {how}"), False
 
-    def _read(self) -> bytes:
-        """The child's stdout up to EOF; ``TimeoutExpired`` at the deadline."""
+    def _read_line(self) -> bytes:
+        """The child's first line (or all it wrote before EOF);
+        ``TimeoutExpired`` at the deadline."""
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
-        chunks: list[bytes] = []
-        size = 0
-        while True:
+        data = b""
+        while b"\n" not in data and len(data) <= MAX_RESULT_BYTES:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 raise subprocess.TimeoutExpired(CHILD, self.timeout)
@@ -165,11 +168,25 @@ class Evaluation:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_RESULT_BYTES:
-                return b"".join(chunks)
+                break
+            data += chunk
+        return data.partition(b"\n")[0]
+
+    def settle(self, limit: float | None = None) -> None:
+        """Let a child that answered finish storing its answer, until the
+        deadline or for ``limit`` seconds at most; then end it."""
+        if os.getpid() == self.owner:
+            left = self.deadline - time.monotonic()
+            if limit is not None:
+                left = min(left, limit)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.child.wait(max(left, 0))
+        self.end()
+
+    def reap(self) -> None:
+        """Collect a child that finished, so that no zombie stays behind."""
+        if os.getpid() == self.owner:
+            self.child.poll()
 
     def end(self) -> None:
         """End the child's whole process group if it still runs; reap it,
@@ -220,7 +237,7 @@ def evaluate(
     try:
         result, cached = evaluation.result()
     finally:
-        evaluation.end()
+        evaluation.settle()  # the answer stored in the cache, for the launches
     return result, ("from the cache (another process evaluated it)" if cached else how)
 
 
@@ -323,6 +340,8 @@ class Waiter:
                         self.waiting = False
                     self._unwrap()
                     self.apply(self.outcome)
+        if self.outcome is not None and not self.abandoned:
+            self.evaluation.reap()
         if environ is not None and environ is not os.environ:
             self._give(environ)
 
@@ -364,9 +383,14 @@ class Waiter:
             self.evaluation.disown()
 
     def at_exit(self) -> None:
+        """Ends the child; one that answered may first store its answer, for a
+        bounded time."""
         if os.getpid() == self.owner:
             self.abandoned = True
-            self.evaluation.end()
+            if self.outcome is not None:
+                self.evaluation.settle(STORE_SECONDS)
+            else:
+                self.evaluation.end()
 
 
 def _internal(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,27 @@ def hook(
     assert not isinstance(outcome, Pending)
     apply(outcome, environ)
     return outcome
+
+
+#: What a mutation run (tools/mutation.py) sets: the mutant under test, and the
+#: file where a child interpreter notes the functions it ran.
+MUTATION = ("MUTANT_UNDER_TEST", "MUTATION_HITS")
+
+
+def child_env(env: Mapping[str, str], *, no_site: bool = False) -> dict[str, str]:
+    """``env`` for a child interpreter the test starts, with a mutation run's
+    variables passed on (none outside one): without them the mutant under test
+    would not be active in the child. With ``no_site`` (``python -S``), the
+    folder mutmut is in too, which the mutated package imports."""
+    out = {name: os.environ[name] for name in MUTATION if name in os.environ}
+    out.update(env)
+    if no_site and "MUTANT_UNDER_TEST" in os.environ:
+        import mutmut
+
+        where = str(Path(mutmut.__file__).resolve().parents[1])
+        path = [out.get("PYTHONPATH", ""), where]
+        out["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    return out
 
 
 def find_python(version: str) -> str | None:

@@ -3,18 +3,31 @@ start-up and of a launch. Installs in real venvs: tests/e2e/test_doctor.py."""
 
 from __future__ import annotations
 
+import argparse
+import io
+import site
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocm_hwq_autoset import _hook
 from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._cache import Cache
+from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._cli.doctor import start_up_check
+from rocm_hwq_autoset._cli.doctor import (
+    Check,
+    cache_checks,
+    environment_checks,
+    start_up_check,
+    startup_file_checks,
+)
 from rocm_hwq_autoset._decision import SET, SKIP, WARNING, Outcome, Pending
 
 from ..data import write_job
-from ..helpers import ROCM_VERSION_PY, fake_torch
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
 JOB = "models__deepseek_v3__deepseek_v3_16b.toml"
 
@@ -109,3 +122,235 @@ def test_what_the_hook_did_at_start_up(
     monkeypatch.setattr(_hook, "decided", decided)
     _, flat = doctor(capsys)
     assert f"note this process {said}" in flat
+
+
+def rows(checks: list[Check]) -> list[tuple[str, str, str]]:
+    return [(c.status, c.topic, c.detail) for c in checks]
+
+
+SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
+
+
+@pytest.mark.parametrize(
+    ("env", "row"),
+    [
+        ({}, ("ok", "GPU_MAX_HW_QUEUES", "unset (HIP's default: 4)")),
+        ({"GPU_MAX_HW_QUEUES": ""}, ("ok", "GPU_MAX_HW_QUEUES",
+                                      "unset (HIP's default: 4)")),
+        ({"GPU_MAX_HW_QUEUES": "2"}, ("ok", "GPU_MAX_HW_QUEUES",
+                                      "2, set by you: it always wins")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
+         ("ok", "GPU_MAX_HW_QUEUES",
+          "8, set by rocm-hwq-autoset in a parent process (module)")),
+        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 job.config_file"},
+         ("ok", "GPU_MAX_HW_QUEUES",
+          "4, set by rocm-hwq-autoset in a parent process (toml)")),
+        ({"ROCM_HWQ_AUTOSET": "Off"}, ("note", "ROCM_HWQ_AUTOSET", "Off: opted out")),
+        ({"ROCM_HWQ_AUTOSET": "bogus"},
+         ("FAIL", "ROCM_HWQ_AUTOSET",
+          f"ROCM_HWQ_AUTOSET='bogus' is not {SWITCH_VALUES}: the hook does nothing")),
+        ({"ROCM_HWQ_AUTOSET_LOG": "loud"},
+         ("FAIL", "ROCM_HWQ_AUTOSET_LOG", "ROCM_HWQ_AUTOSET_LOG='loud' is not quiet"
+          " or verbose; using the default (one line per node)")),
+    ],
+)  # fmt: skip
+def test_each_variable_has_its_line(
+    env: dict[str, str], row: tuple[str, str, str],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    found = rows(environment_checks([]))
+    assert row in found
+    topics = [topic for _, topic, _ in found]
+    assert topics.count(row[1]) == 1
+    assert ("ROCm" in topics) != ("not ROCm" in topics)
+    # The whole command: the same line, and unhealthy exactly when one FAILs.
+    code, flat = doctor(capsys)
+    assert f"{row[0]} {row[1]} {row[2]}" in flat
+    assert code == (1 if row[0] == "FAIL" else 0)
+    assert flat.endswith(f"unhealthy: {row[1]}: {row[2]}" if code else "healthy")
+
+
+def test_not_rocm_is_a_note_with_its_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)))
+    [first, *_] = rows(environment_checks([]))
+    assert first[:2] == ("note", "not ROCm")
+    assert first[2].endswith("version.py: hip = None (a CUDA or CPU build)")
+
+
+@pytest.mark.parametrize(
+    ("env", "row"),
+    [
+        ({"ROCM_HWQ_AUTOSET_CACHE": "0"}, ("note", "cache",
+                                           "off (ROCM_HWQ_AUTOSET_CACHE)")),
+        ({"ROCM_HWQ_AUTOSET_CACHE": "sometimes"},
+         ("FAIL", "cache", "ROCM_HWQ_AUTOSET_CACHE='sometimes': is not"
+          " 0/off/false/no or 1/on/true/yes")),
+        ({}, ("ok", "cache", "{cache}: not made yet")),
+    ],
+)  # fmt: skip
+def test_the_cache_line(
+    env: dict[str, str], row: tuple[str, str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    cache = tmp_path / "cache"
+    assert rows(cache_checks()) == [(*row[:2], row[2].format(cache=cache))]
+    assert not cache.exists()  # doctor only looks: it creates nothing
+
+
+def test_the_cache_line_counts_entries_and_names_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    said = {0: "0 entries", 1: "1 entry", 2: "2 entries"}
+    for count, words in said.items():
+        if count:
+            (cache / f"{count:032x}.json").write_text("{}")
+        assert rows(cache_checks()) == [("ok", "cache", f"{cache}: usable, {words}")]
+    cache.chmod(0o777)
+    assert rows(cache_checks()) == [
+        ("FAIL", "cache", f"{cache}: writable by others; not used")
+    ]
+    cache.chmod(0o700)
+
+    def unreadable(self: object) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Cache, "count", unreadable)
+    assert rows(cache_checks()) == [("FAIL", "cache", f"{cache}: Permission denied")]
+
+
+class Flags:
+    def __init__(self, no_site: int) -> None:
+        self.no_site = no_site
+
+
+@pytest.fixture
+def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Site directories of a made-up interpreter: two of the environment's and
+    the user site (on or off); returns a function that lays out the start-up
+    files and gives doctor's lines on them."""
+    site_dirs = [tmp_path / "site-a", tmp_path / "site-b"]
+    user, other = tmp_path / "user", tmp_path / "target"
+    for folder in (*site_dirs, user, other):
+        folder.mkdir()
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(d) for d in site_dirs])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
+
+    def lines(files: dict[str, list[str]], *, user_site: bool = True,
+              on_path: tuple[str, ...] = (), pep_829: bool = False,
+              ) -> list[tuple[str, str, str]]:  # fmt: skip
+        for folder, names in files.items():
+            for name in names:
+                (tmp_path / folder / name).write_text("")
+        monkeypatch.setattr(site, "ENABLE_USER_SITE", user_site)
+        monkeypatch.setattr(sys, "path", ["", *(str(tmp_path / p) for p in on_path)])
+        # Python 3.15 runs .start files; this one is made to be exactly that one.
+        version = tuple(sys.version_info) if pep_829 else (99, 0)
+        monkeypatch.setattr(_doctor, "PEP_829_PYTHON", version)
+        return [(s, t, d.replace(str(tmp_path), "T")) for s, t, d in
+                rows(startup_file_checks())]  # fmt: skip
+
+    return lines
+
+
+PTH, START = "rocm_hwq_autoset.pth", "rocm_hwq_autoset.start"
+
+
+def test_start_up_files_in_a_site_directory(layout: Any) -> None:
+    assert layout({"site-b": [PTH, START], "user": [START]}) == [
+        ("ok", PTH, f"T/site-b/{PTH}"),
+        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
+    ]
+
+
+def test_start_up_files_on_python_3_15(layout: Any) -> None:
+    assert layout({"site-a": [PTH, START]}, pep_829=True) == [
+        ("ok", PTH, f"T/site-a/{PTH}"),
+        ("ok", START, "present: Python runs it instead of the .pth line"),
+    ]
+
+
+def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
+    found = layout({"site-a": [PTH], "user": [START]}, user_site=False, pep_829=True)
+    assert found == [
+        ("ok", PTH, f"T/site-a/{PTH}"),
+        ("FAIL", START, "missing: Python 3.15+ runs the hook from it"),
+    ]
+
+
+def test_start_up_files_in_the_user_site(layout: Any) -> None:
+    assert layout({"user": [PTH, START]}) == [
+        ("ok", PTH, f"T/user/{PTH}"),
+        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
+    ]
+    assert layout({}, user_site=False) == [
+        ("FAIL", PTH, f"T/user/{PTH} is in the user site, which is disabled (-s, -I"
+         " or PYTHONNOUSERSITE)"),
+    ]  # fmt: skip
+
+
+def test_start_up_files_outside_the_site_directories(layout: Any) -> None:
+    assert layout({"target": [PTH, START]}, on_path=("user", "target")) == [
+        ("FAIL", PTH, f"T/target/{PTH}: its folder is on sys.path but is no site"
+         " directory, so site ignores it (pip install --target?); install into the"
+         " environment instead"),
+    ]  # fmt: skip
+    assert layout({}, on_path=("user", "site-a")) == [
+        ("FAIL", PTH, "in no site directory of this interpreter: not installed"),
+    ]
+
+
+def test_without_site_nothing_is_looked_for(
+    layout: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "flags", Flags(no_site=1))
+    assert layout({"site-a": [PTH, START]}) == [
+        ("FAIL", "site", "python -S: site is skipped, so no .pth runs")
+    ]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_report_on_a_terminal(
+    rocm_job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each status in its colour, the python line first, and a failure's
+    summary wrapped at 79 columns without breaking a path or a flag."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "loud")
+    out = _Tty()
+    code = _doctor.run(argparse.Namespace(training=[]), out)
+    text = out.getvalue()
+    assert code == 1
+    lines = text.splitlines()
+    python = f"{sys.executable} ({sys.version.split()[0]})"
+    assert lines[0] == "\033[33mnote\033[0m  " + "python".ljust(23) + python
+    assert "\033[32mok\033[0m    ROCm" in text
+    assert "\033[31mFAIL\033[0m  ROCM_HWQ_AUTOSET_LOG" in text
+    summary = text[text.index("\n\nunhealthy") + 2 :]
+    assert summary == (
+        "unhealthy: ROCM_HWQ_AUTOSET_LOG: ROCM_HWQ_AUTOSET_LOG='loud' is not quiet or\n"
+        "verbose; using the default (one line per node)\n"
+    )
+
+
+def test_a_long_summary_breaks_only_between_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path / ("a-very-long-folder-name-" * 4) / "cache"
+    long.mkdir(parents=True, mode=0o777)
+    long.chmod(0o777)
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(long))
+    out = io.StringIO()
+    assert _doctor.run(argparse.Namespace(training=[]), out) == 1
+    summary = out.getvalue().split("\n\n")[-1]
+    assert summary == f"unhealthy: cache:\n{long}:\nwritable by others; not used\n"

@@ -16,7 +16,7 @@ from rocm_hwq_autoset._cli import build_parser, main, own_options, split_args
 from rocm_hwq_autoset._cli.term import paint
 
 from ..data import EP2_OVERLAP, EXPECTED, write_job
-from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, child_env, fake_torch
 from .commands import PREFIX, explain, explain_json, refused
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,8 +195,13 @@ def test_export_in_a_shell(tmp_path: Path) -> None:
         f' --job.config_file "{EXAMPLE}" --parallelism.expert_parallel_degree 2'
         ' --compile.enable_fsdp_ag_rs_overlap)" && echo "Q=$GPU_MAX_HW_QUEUES"'
     )
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
-           "ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env = child_env(
+        {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": str(ROOT),
+            "ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "cache"),
+        }
+    )
     proc = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=env
     )
@@ -229,7 +234,7 @@ def test_readme_export_lines_in_a_strict_job_script(
         + lines
         + 'echo "reached Q=${GPU_MAX_HW_QUEUES:-unset}"\n'
     )
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
     proc = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=env
     )
@@ -286,6 +291,7 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
             ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
         ),
         ([], ["--json"], ["--", "--json"]),
+        ([], ["--module=pkg=x", "--config", "c"], ["--module=pkg=x", "--config", "c"]),
     ],
 )
 def test_split_args(own: list[str], training: list[str], args: list[str]) -> None:
@@ -470,6 +476,7 @@ def test_usage_version_help(capsys: pytest.CaptureFixture[str]) -> None:
             main([*command, "--help"])
         assert exit_.value.code == 0
         text = capsys.readouterr().out
+        assert text.startswith(" ".join(["usage: rocm-hwq-autoset", *command]))
         assert "example" in text
         assert max(len(line) for line in text.splitlines()) <= 80
     with pytest.raises(SystemExit) as exit_:
@@ -517,3 +524,195 @@ def test_readme_shows_what_explain_prints(
                            "--parallelism.expert_parallel_degree", "2")  # fmt: skip
     assert code == 0
     assert out.startswith(shown + "\nin this environment:")
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with the example job as ``job.toml`` and a CUDA torch
+    at ``t`` on the path, both named relatively: the whole report is fixed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.toml").write_text(Path(EXAMPLE).read_text())
+    fake_torch(tmp_path / "t", CUDA_VERSION_PY)
+    monkeypatch.syspath_prepend("t")
+    return tmp_path
+
+
+REPORT = """\
+config              job.toml
+world size          8
+
+GPU streams counted:
+  compute           always: the step's own kernels
+  all_reduce        always: PR #4032 counts one all-reduce stream
+  cudagraph_capture cudagraph on: compile.enable_passes = true (CLI),
+                    compile.disable_passes = ["a", "b"] (CLI),
+                    compile.passes = ["cudagraph"] (CLI);
+                    compile.enable_fsdp_ag_rs_overlap = false (default)
+
+not counted:
+  dense_all_gather  FSDP off: parallelism.data_parallel_shard_degree = 1 (CLI);
+                    compile.enable_fsdp_ag_rs_overlap = false (default)
+  reduce_scatter    FSDP off: parallelism.data_parallel_shard_degree = 1 (CLI);
+                    compile.enable_fsdp_ag_rs_overlap = false (default)
+  fsdp_comm         FSDP off: parallelism.data_parallel_shard_degree = 1 (CLI);
+                    compile.enable_fsdp_ag_rs_overlap = false (default)
+  expert_comm       model deepseek_v3 (16B) is MoE;
+                    parallelism.expert_parallel_degree = 1 (TOML): no expert
+                    parallelism
+  tp_all_gather     parallelism.tensor_parallel_degree = 1 (TOML): no tensor
+                    parallelism
+  cp_all_gather     parallelism.context_parallel_degree = 1 (default): no
+                    context parallelism
+
+GPU_MAX_HW_QUEUES=4  (3 streams, rounded up to a power of two as PR #4032 does;
+  HIP's default: 4)
+
+in this environment:
+  ROCm              no: t/torch/version.py: hip = None (a CUDA or CPU build)
+  GPU_MAX_HW_QUEUES unset
+  ROCM_HWQ_AUTOSET  unset
+  the hook          nothing to do: not ROCm: t/torch/version.py: hip = None (a
+                    CUDA or CPU build)
+"""
+
+
+def test_the_report_in_full(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A known world size; FSDP off by an explicit degree; cudagraph on, with the
+    TOML era's compile.passes shown because it was set; lists as TOML writes
+    them; the environment's rows."""
+    code, out, err = explain(
+        capsys, "--job.config_file", "job.toml", "--world-size", "8",
+        "--parallelism.data_parallel_shard_degree", "1", "--compile.enable_passes",
+        "--compile.disable_passes", "a,b", "--compile.passes", "cudagraph",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert out == REPORT
+
+
+def test_compile_passes_left_at_its_default_is_not_shown(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, "--job.config_file", "job.toml",
+                       "--compile.enable_passes")  # fmt: skip
+    assert doc["reasons"]["cudagraph_capture"] == (
+        "cudagraph on: compile.enable_passes = true (CLI),"
+        " compile.disable_passes = [] (default);"
+        " compile.enable_fsdp_ag_rs_overlap = false (default)"
+    )
+    assert doc["reasons"]["fsdp_comm"] == (
+        "FSDP on: parallelism.data_parallel_shard_degree = -1 (TOML), world size"
+        " unknown (as in PR #4032); compile.enable_fsdp_ag_rs_overlap = false"
+        " (default)"
+    )
+    _, out, _ = explain(capsys, "--job.config_file", "job.toml")
+    assert "world size          unknown (--world-size N)\n" in out
+
+
+@pytest.mark.parametrize(
+    ("env", "rows", "hook"),
+    [
+        ({"GPU_MAX_HW_QUEUES": "2", "ROCM_HWQ_AUTOSET": "on"},
+         ["GPU_MAX_HW_QUEUES 2 (explicit: the hook leaves it)",
+          "ROCM_HWQ_AUTOSET  on"],
+         "nothing to do: GPU_MAX_HW_QUEUES=2 was set explicitly; left as is"),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
+         ["GPU_MAX_HW_QUEUES 8 (set by rocm-hwq-autoset)"],
+         "would set GPU_MAX_HW_QUEUES=4"),
+        # A launcher that failed marked it: this launch is decided anew.
+        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"},
+         ["GPU_MAX_HW_QUEUES unset"], "would set GPU_MAX_HW_QUEUES=4"),
+        ({"GPU_MAX_HW_QUEUES": "x"},
+         ["GPU_MAX_HW_QUEUES 'x' (explicit, but HIP cannot use it)"],
+         "warning: GPU_MAX_HW_QUEUES='x' is set but is not a positive integer,"
+         " which HIP cannot use; left as is (an explicit value always wins)"),
+    ],
+)  # fmt: skip
+def test_the_environment_rows_on_rocm(
+    env: dict[str, str], rows: list[str], hook: str, rocm_machine: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    _, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    found = environment_rows(out)
+    evidence = f"{rocm_machine}/torch/version.py: hip = '6.2.41133-dd7f95766'"
+    assert found[0] == ("ROCm", f"yes: {evidence}")
+    for text in rows:
+        name, _, value = text.partition(" ")
+        assert (name, value.strip()) in found
+    assert found[-1] == ("the hook", hook)
+    doc = explain_json(capsys, "--job.config_file", EXAMPLE)
+    assert doc["environment"]["hook"] == hook
+
+
+def environment_rows(out: str) -> list[tuple[str, str]]:
+    """The rows under "in this environment:", each whole again: indented by
+    two, the value from column 20, wrapped lines under it."""
+    found: list[tuple[str, str]] = []
+    for line in out.split("\nin this environment:\n")[1].splitlines():
+        if line.startswith(" " * 20):
+            name, value = found[-1]
+            found[-1] = (name, f"{value} {line.strip()}")
+        else:
+            assert line[:2] == "  " and line[2] != " " and line[19] == " ", line
+            found.append((line[2:19].strip(), line[20:]))
+    return found
+
+
+def test_the_json_report_as_it_is_printed(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "2")
+    code, out, _ = explain(capsys, "--json", "--job.config_file", "job.toml")
+    doc = json.loads(out)
+    assert code == 0 and out == json.dumps(doc, indent=2) + "\n"
+    assert doc["environment"] == {
+        "rocm": False,
+        "rocm_evidence": "t/torch/version.py: hip = None (a CUDA or CPU build)",
+        "gpu_max_hw_queues": "2",
+        "explicit": True,
+        "opted_out": False,
+        "hook": "nothing to do: GPU_MAX_HW_QUEUES=2 was set explicitly; left as is",
+    }
+    monkeypatch.delenv("GPU_MAX_HW_QUEUES")
+    doc = explain_json(capsys, "--job.config_file", "job.toml")
+    assert doc["environment"]["gpu_max_hw_queues"] is None
+
+
+def test_an_explicit_export_says_why(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
+    code, out, err = explain(capsys, "--export", "--job.config_file", "job.toml")
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=16\n")
+    assert err.endswith(
+        "\n\nGPU_MAX_HW_QUEUES=16 is set explicitly: exported as it is, as the hook"
+        " leaves it\n"
+    )
+
+
+def test_a_world_of_one(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = explain_json(capsys, "--world-size", "1", "--job.config_file", "job.toml")
+    assert doc["world_size"] == 1 and doc["dp_shard_resolved"] == 1
+    assert refused(capsys, "--world-size", "0", "--job.config_file", "job.toml") == (
+        "--world-size: 0 must be >= 1"
+    )
+
+
+def test_a_reader_that_goes_away_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rocm-hwq-autoset explain ... | head -1``: the reader closed the pipe;
+    the command ends with status 0, and what is left to write goes nowhere
+    (no "Exception ignored ... BrokenPipeError" at exit)."""
+    from rocm_hwq_autoset._cli import explain as _explain
+
+    def reader_gone(opts: object, out: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(_explain, "run", reader_gone)
+    with open(tmp_path / "stdout", "w") as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert main(["explain", "--job.config_file", EXAMPLE]) == 0
+        os.write(stdout.fileno(), b"left over")
+    assert (tmp_path / "stdout").read_bytes() == b""

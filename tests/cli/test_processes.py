@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ..data import write_job
+from ..helpers import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("rocm-hwq-autoset")
@@ -34,8 +35,10 @@ def run(
     launcher: str, args: list[str], cwd: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
     assert SCRIPT.is_file(), f"{SCRIPT}: the venv's console script is missing"
-    full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
-                "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cwd / "cache"), **env}  # fmt: skip
+    full_env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                          "NO_COLOR": "1",
+                          "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cwd / "cache"),
+                          **env})  # fmt: skip
     proc = subprocess.run([*LAUNCHERS[launcher], *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr

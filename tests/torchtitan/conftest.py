@@ -32,16 +32,17 @@ from ..helpers import missing
 SITECUSTOMIZE = r"""
 import json, os, sys
 argv = list(getattr(sys, "orig_argv", []))
-if "rocm_hwq_autoset._registry_child" in argv and os.environ.get("EVAL_LOG"):
+_log = os.environ.get("EVAL_LOG")  # now: the evaluation records what it reads
+if "rocm_hwq_autoset._registry_child" in argv and _log:
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)
-            with open(os.environ["EVAL_LOG"], "a") as log:
+            with open(_log, "a") as log:
                 log.write(f"{os.getpid()}\n")
     sys.addaudithook(_count)
 elif (sys.argv[0] == "-m" and argv[len(argv) - len(sys.argv)] == "torchtitan.train"
       or sys.argv[0].endswith("torchtitan/train.py")):  # this process trains
-    import subprocess
+    import atexit, subprocess
 
     def report(role):
         return {"role": role, "rank": os.environ.get("RANK"),
@@ -69,11 +70,13 @@ elif (sys.argv[0] == "-m" and argv[len(argv) - len(sys.argv)] == "torchtitan.tra
                 t.start()
             for t in threads:
                 t.join()
+        atexit._run_exitfuncs()  # as a process that ends normally
         os._exit(0)
     subprocess.run(["true"])  # a process start: a pending value is waited for here
     # One write: workers started with "python -u" share torchrun's stdout.
     os.write(1, ("PROBE " + json.dumps(report("training")) + "\n").encode())
-    os._exit(0)
+    atexit._run_exitfuncs()  # as a process that ends normally: the hook's own
+    os._exit(0)  # handler lets an evaluation that answered store its answer
 """
 
 

@@ -137,6 +137,15 @@ TORCHRUN_LINES = [
     (["--", "-weird.py", "a"], ("script", "-weird.py", ["a"])),
     (["--standalone"], None),
     (["--help"], None),
+    (["-h", "-m", "torchtitan.train", *DS], None),  # torchrun prints its help
+    (["--help", "-m", "torchtitan.train", *DS], None),
+    (["--he", "train.py"], None),  # argparse's abbreviation of --help
+    (["--standalone", "--"], None),  # nothing after "--"
+    (["-m", "--", "torchtitan.train", *DS], ("module", "torchtitan.train", DS)),
+    (["--no-python", "--", "python", "x"], ("executable", "python", ["x"])),
+    (["--standalone", "-", "--job.config_file", "j"],  # the script on stdin
+     ("script", "-", ["--job.config_file", "j"])),
+    (["--standalone", "train.py", "a"], ("script", "train.py", ["a"])),
 ]  # fmt: skip
 
 

@@ -35,13 +35,22 @@ def test_location(environ: dict[str, str], where: str) -> None:
     assert location(environ) == where
 
 
+def test_without_home_the_users_home_is_asked() -> None:
+    home = os.path.expanduser("~")
+    assert location({}) == os.path.join(home, ".cache", "rocm-hwq-autoset")
+    assert location({"HOME": ""}) == os.path.join(home, ".cache", "rocm-hwq-autoset")
+
+
 def test_the_switch(tmp_path: Path) -> None:
     environ = {"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "c")}
     for off in ("0", "off", "FALSE", " no "):
         assert open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": off}) == (None, "")
     assert not (tmp_path / "c").exists()
-    with pytest.raises(ConfigError, match="ROCM_HWQ_AUTOSET_CACHE='sometimes'"):
+    with pytest.raises(ConfigError) as caught:
         open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": "sometimes"})
+    assert str(caught.value) == (
+        "ROCM_HWQ_AUTOSET_CACHE='sometimes': is not 0/off/false/no or 1/on/true/yes"
+    )
     for on in ("", "1", "on", "yes", "True"):
         cache, problem = open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": on})
         assert cache is not None and problem == ""
@@ -87,6 +96,9 @@ def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "other").mkdir()
     monkeypatch.chdir(tmp_path / "other")
     assert key(args, {}) != base
+    # An argument of bytes that are not UTF-8 (a Latin-1 path) has a key too.
+    latin = ["--module", "m", "--config", os.fsdecode(b"caf\xe9")]
+    assert key(latin, {}) != key(["--module", "m", "--config", "caf\xe9"], {})
 
 
 @pytest.fixture
@@ -169,6 +181,16 @@ def test_entries_are_bounded_least_recently_used_first(
     cache.store("k3", RESULT, NO_DEPS)
     assert sorted(os.listdir(cache.path)) == ["k0.json", "k2.json", "k3.json"]
     assert cache.count() == 3
+
+
+def test_only_entries_count_as_entries(cache: Cache, tmp_path: Path) -> None:
+    """Not a link named like an entry (never followed), nor other files."""
+    cache.store("k", RESULT, NO_DEPS)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    Path(cache.path, "link.json").symlink_to(tmp_path / "elsewhere.json")
+    Path(cache.path, "notes.txt").write_text("")
+    Path(cache.path, "dir.json").mkdir()
+    assert cache.count() == 1
 
 
 def test_left_overs_are_pruned(cache: Cache) -> None:

@@ -16,6 +16,7 @@ import pytest
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._registry_child import evaluate_config, shorten_lists
 
+from ..helpers import child_env
 from ..standin import write_recipes, write_standin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,13 +30,15 @@ def world(tmp_path: Path) -> dict[str, str]:
     """A working directory with a recipe, the stand-in torchtitan, a cache."""
     standin = write_standin(tmp_path / "standin")
     work = write_recipes(tmp_path / "work")
-    return {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": os.pathsep.join([str(standin), str(ROOT)]),
-        "STANDIN_LOG": str(tmp_path / "standin.log"),
-        "CACHE": str(tmp_path / "cache"),
-        "WORK": str(work),
-    }
+    return child_env(
+        {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": os.pathsep.join([str(standin), str(ROOT)]),
+            "STANDIN_LOG": str(tmp_path / "standin.log"),
+            "CACHE": str(tmp_path / "cache"),
+            "WORK": str(work),
+        }
+    )
 
 
 def child(world: dict[str, str], args: list[str], *, cache: bool = True,

@@ -305,6 +305,8 @@ def test_a_custom_config_module_may_add_fields() -> None:
         ("", "ab", 2, True),
         ("ab", "", 1, False),
         ("abcdef", "badcfe", 2, False),
+        ("ab", "ba", 1, False),  # a swap is two edits
+        ("xbc", "a", 2, False),
     ],
 )
 def test_edits_within(a: str, b: str, limit: int, within: bool) -> None:
@@ -322,3 +324,64 @@ def test_settings_round_trip_through_json() -> None:
         with pytest.raises(ConfigError):
             settings_from_json(bad)
     assert set(settings_to_json(settings)) == set(FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (b"\xff\xfe[model]", "not UTF-8 text"),
+        (b"a = " + b"[" * 2000 + b"]" * 2000, "unparsable TOML (RecursionError)"),
+        (b"a = 1" + b"0" * 5000, "unparsable TOML (ValueError)"),  # int() limit
+        # A value's repr is cut at 40 characters: 37 and "...".
+        (b"[model]\nname = " + b"1" * 40,
+         "model.name: " + "1" * 40 + " is not a string"),
+        (b"[model]\nname = " + b"1" * 41,
+         "model.name: " + "1" * 37 + "... is not a string"),
+    ],
+)  # fmt: skip
+def test_what_is_wrong_is_said_in_full(text: bytes, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        recommend(parse_toml(text))
+    assert str(caught.value) == said
+
+
+def test_objects_of_each_era() -> None:
+    """torchtitan's config objects, as the PR reads them: ``JobConfig``
+    (``model``, ``parallelism``, ``compile``) or ``Trainer.Config``
+    (``model_spec``), any one of them, with the CLI's overrides on top."""
+    ns = types.SimpleNamespace
+    job = ns(model=ns(name="llama4", flavor="17bx16e"))
+    rec = recommend(job, argv=["--parallelism.expert_parallel_degree", "2"])
+    assert rec.settings["model.name"] == Setting("llama4", "config")
+    assert rec.settings["parallelism.expert_parallel_degree"] == Setting(2, "CLI")
+    assert "expert_comm" in rec.lanes
+    trainer = ns(model_spec=ns(name="qwen3", flavor="30B-A3B"))
+    assert recommend(trainer).settings["model.name"] == Setting("qwen3", "config")
+    registry = ns(model_spec=ns(), parallelism=ns(tensor_parallel_degree=2))
+    rec = recommend(registry)
+    assert rec.settings["model.name"] == Setting("", "default")  # names no model
+    assert rec.settings["model.flavor"] == Setting("", "default")
+    assert rec.settings["parallelism.tensor_parallel_degree"] == Setting(2, "config")
+    assert recommend(ns(compile=ns(enable_passes=True))).inputs.cudagraph
+    assert recommend(ns(parallelism=ns(tensor_parallel_degree=4))).inputs.tp == 4
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (42, "a int is not a job config: expected a mapping (parsed TOML), a"
+         " torchtitan config object or None"),
+        (types.SimpleNamespace(model=types.SimpleNamespace(name=["a"])),
+         "config: model.name: ['a'] is not a string"),
+        (types.SimpleNamespace(parallelism=types.SimpleNamespace(
+            tensor_parallel_degree="2")),
+         "config: parallelism.tensor_parallel_degree: '2' is not an integer"),
+        (types.SimpleNamespace(parallelism=types.SimpleNamespace(
+            tensor_parallel_degree=0)),
+         "config: parallelism.tensor_parallel_degree: 0 must be >= 1"),
+    ],
+)  # fmt: skip
+def test_what_is_wrong_with_an_object_is_named(config: object, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        recommend(config)
+    assert str(caught.value) == said

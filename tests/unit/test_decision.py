@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,6 +146,7 @@ def test_once_per_node(
     env: dict[str, str], printed: bool, job: str, rocm_path: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
+    env = dict(env)  # the hook sets the value in it: not in the shared case
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
     assert (err == LINE) is printed
     assert env["GPU_MAX_HW_QUEUES"] == "8"
@@ -493,3 +495,203 @@ def _no_rocm() -> Verdict:
 
 def _no_read(path: str) -> dict[str, object]:
     raise AssertionError("a --module launch reads no TOML")
+
+
+# The hook's own parts: the line, its length, the process it runs in.
+
+
+@pytest.mark.parametrize(
+    ("text", "tail", "limit", "line"),
+    [
+        ("x" * 10, "", 10, "x" * 10),  # exactly the limit: whole
+        ("abcdefghijklmnopqrstuvwxyz", "", 12, "abcdef...xyz"),
+        ("abcdefghijklmnopqrstuvwxyz", "kept", 18, "abcdef...xyz; kept"),
+        ("abcdefghijklmnopqrstuvwxyz", "", 13, "abcdef...wxyz"),
+        ("abcdef", "", 3, "..."),
+        ("abcdef", "", 2, "..."),
+        ("a\nb\x1b[31mc", "d\te", 80, "a?b?[31mc; d?e"),
+    ],
+)  # fmt: skip
+def test_a_line_is_cut_in_the_middle_of_its_cause(
+    text: str, tail: str, limit: int, line: str
+) -> None:
+    assert _hook.fit(text, tail, limit) == line
+
+
+def test_a_skip_is_said_only_in_verbose_mode(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"ROCM_HWQ_AUTOSET": "0", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert err == "rocm-hwq-autoset: nothing to do: ROCM_HWQ_AUTOSET=0 (opted out)\n"
+    assert run({"ROCM_HWQ_AUTOSET": "0"}, ["--job.config_file", job], rocm_path,
+               capsys) == ""  # fmt: skip
+
+
+@pytest.fixture
+def hook_process(
+    job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """This (forked) process as one the .pth line started the hook in: no
+    torch on the path, no /opt/rocm, nothing of ours in the environment."""
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK",
+                 "ROCM_HWQ_AUTOSET", "ROCM_HWQ_AUTOSET_LOG", "ROCM_PATH", "HIP_PATH",
+                 "WORLD_SIZE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    from rocm_hwq_autoset import _rocm
+
+    monkeypatch.setattr(_rocm, "DEFAULT_ROCM_PATH", str(tmp_path / "no-opt-rocm"))
+    monkeypatch.setattr(_hook, "decided", None)
+    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
+    return {"job": job}
+
+
+@pytest.mark.forked
+def test_the_hook_finds_the_hip_runtime_through_rocm_path(
+    hook_process: dict[str, Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    (tmp_path / "rocm" / "lib").mkdir(parents=True)
+    (tmp_path / "rocm" / "lib" / "libamdhip64.so.6").write_bytes(b"")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
+    _hook.run()
+    assert capsys.readouterr().err == LINE
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
+
+
+@pytest.mark.forked
+def test_the_hook_without_rocm_does_nothing(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
+    _hook.run()
+    err = capsys.readouterr().err
+    assert err.startswith("rocm-hwq-autoset: nothing to do: not ROCm: no torch with")
+    assert "GPU_MAX_HW_QUEUES" not in os.environ
+    assert _hook.decided is not None and _hook.decided.level == "skip"
+
+
+@pytest.mark.forked
+def test_a_call_from_inside_the_decision_returns_at_once(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The .pth line seen again while the hook decides (a site directory added
+    meanwhile): the decision is made once."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    decisions = []
+    real = _decision.decide
+
+    def deciding(*args: Any, **kwargs: Any) -> Any:
+        decisions.append(1)
+        _hook.run()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_hook, "decide", deciding)
+    _hook.run()
+    assert decisions == [1]
+    assert capsys.readouterr().err == LINE
+
+
+@pytest.mark.forked
+def test_python_m_torchtitan_train_starts_the_module_evaluation(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
+    "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
+    from rocm_hwq_autoset import _registry_parent
+
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
+    monkeypatch.setattr(sys, "orig_argv",
+                        ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
+    started: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(
+        _registry_parent, "start", lambda p, apply: started.append((p, apply))
+    )
+    _hook.run()
+    [(pending, apply)] = started
+    assert isinstance(pending, Pending) and pending is _hook.decided
+    assert list(pending.launch.args) == MODULE_ARGS and pending.launch.in_process
+    assert apply is _hook.apply
+    assert capsys.readouterr().err == ""  # said when the evaluation is in
+
+
+def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
+    """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
+    return _decision.decide(
+        environ, ["-m", *args], ["python", "-m", module, *args],
+        rocm=lambda: Verdict(True, "test"), read_toml=_no_read,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._registry_child"]
+)
+def test_the_packages_own_modules_are_left_alone(module: str) -> None:
+    outcome = _decide({}, MODULE_ARGS, module)
+    assert outcome.message == "rocm-hwq-autoset's own command"
+
+
+def test_a_module_flag_for_another_program_is_no_launch() -> None:
+    outcome = _decide({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, MODULE_ARGS, "mytool")
+    assert (outcome.level, outcome.message) == (
+        "skip", "no --job.config_file and no torchtitan --module/--config"
+    )  # fmt: skip
+
+
+def test_a_switch_it_cannot_read_is_a_warning() -> None:
+    outcome = _decide({"ROCM_HWQ_AUTOSET": "maybe"}, MODULE_ARGS, "torchtitan.train")
+    assert outcome.level == "warning" and outcome.queues is None
+    assert outcome.message.endswith("; the hook does nothing")
+
+
+def test_one_is_a_value_hip_can_use(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"GPU_MAX_HW_QUEUES": "1", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert err == (
+        "rocm-hwq-autoset: nothing to do: GPU_MAX_HW_QUEUES=1 was set explicitly;"
+        " left as is\n"
+    )
+    env = {"WORLD_SIZE": "1"}  # one rank: no FSDP lane, no overlap's lanes
+    assert run(env, ["--job.config_file", job], rocm_path, capsys) == (
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute, all_reduce,"
+        " expert_comm)\n"
+    )
+
+
+def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None:
+    launcher = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}
+    outcome = _decide(launcher, MODULE_ARGS, "torchtitan.train")
+    assert (outcome.level, outcome.message) == (
+        "skip", "GPU_MAX_HW_QUEUES=8 from the launcher's --module evaluation"
+    )  # fmt: skip
+
+
+def test_a_marker_whose_value_is_gone_is_no_value() -> None:
+    """The value was removed, its marker left: decided afresh, evaluated."""
+    outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, MODULE_ARGS,
+                      "torchtitan.train")  # fmt: skip
+    assert isinstance(outcome, Pending)
+
+
+def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
+    """A --module launcher started with the value already set (by a parent's
+    TOML launch) concludes the same Q: its workers' mappings get the value,
+    the --module marker and the inputs all the same."""
+    environ = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"}
+    pending = _decide(environ, MODULE_ARGS, "torchtitan.train")
+    assert isinstance(pending, Pending)
+    outcome = _decision.conclude(environ, pending, RESULT)
+    assert outcome.message == "GPU_MAX_HW_QUEUES=8 as set by the parent process"
+    worker: dict[str, str] = {}
+    _hook.apply(outcome, worker, quiet=True)
+    assert worker == {
+        "GPU_MAX_HW_QUEUES": "8",
+        "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+        "ROCM_HWQ_AUTOSET_INPUTS": RESULT[0].encode(),
+    }

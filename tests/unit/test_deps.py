@@ -15,6 +15,8 @@ import pytest
 
 from rocm_hwq_autoset._deps import NOT_CONFIG, check, counts
 
+from ..helpers import child_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: An evaluation in miniature, recorded: it imports a module of the working
@@ -46,6 +48,8 @@ for key, value in os.environ.items():
     pass
 os.environ["SET_HERE"] = "1"
 os.environ.get("SET_HERE")
+del os.environ["UNRELATED"]  # removed by the evaluation, then looked for
+os.environ.get("UNRELATED")
 with open("out.log", "w") as out:
     out.write("x")
 open("/proc/self/status").read()
@@ -67,9 +71,9 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def record(workdir: Path, **env: str) -> dict[str, Any]:
-    environ = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
-               "MY_DEGREE": "2", "SLURM_NNODES": "4", "RANK": "3",
-               "SLURM_JOB_ID": "77", "UNRELATED": "x", **env}  # fmt: skip
+    environ = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                         "MY_DEGREE": "2", "SLURM_NNODES": "4", "RANK": "3",
+                         "SLURM_JOB_ID": "77", "UNRELATED": "x", **env})  # fmt: skip
     out = subprocess.run([sys.executable, "-c", EVALUATION], cwd=workdir, env=environ,
                          capture_output=True, text=True, check=True)  # fmt: skip
     deps: dict[str, Any] = json.loads(out.stdout)
@@ -114,6 +118,7 @@ def test_nothing_changed(workdir: Path) -> None:
         "output rewritten",
         "pycache",
         "unrelated variable",
+        "a file came and went in a listed folder",
     ],
 )
 def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
@@ -125,10 +130,14 @@ def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
         (workdir / "slurm-78.out").write_text("log")
     elif change == "output rewritten":
         (workdir / "out.log").write_text("yy")
+    elif change == "a file came and went in a listed folder":
+        (workdir / "checkpoints" / "tmp").write_text("")
+        (workdir / "checkpoints" / "tmp").unlink()
+        _later(workdir / "checkpoints")  # its time changed, its entries did not
     elif change == "pycache":
         (workdir / "__pycache__").mkdir(exist_ok=True)
         (workdir / "__pycache__" / "my_helper.cpython-311.pyc").write_text("")
-    else:
+    elif change == "unrelated variable":
         environ["UNRELATED"] = "y"
     assert check(deps, environ) is None
 

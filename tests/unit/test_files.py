@@ -35,12 +35,34 @@ def test_fifo_does_not_block(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "reason"),
-    [("/dev/zero", "character device"), ("/", "directory"), ("", "empty path")],
+    ("path", "said"),
+    [
+        ("/dev/zero", "/dev/zero: not a regular file (a character device)"),
+        ("/", "/: not a regular file (a directory)"),
+        ("", "empty path"),
+    ],
 )
-def test_not_regular(path: str, reason: str) -> None:
-    with pytest.raises(ConfigError, match=reason):
+def test_not_regular(path: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
         read_small_file(path, 1 << 20)
+    assert str(caught.value) == said
+
+
+def test_each_kind_of_file_is_named(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as caught:
+        read_small_file(str(fifo), 1 << 20)
+    assert str(caught.value) == f"{fifo}: not a regular file (a FIFO)"
+    devices = [p for p in Path("/dev").iterdir() if p.is_block_device()]
+    if not devices:
+        pytest.skip("no block device in /dev here")
+    with pytest.raises(ConfigError) as caught:
+        read_small_file(str(devices[0]), 1 << 20)
+    assert str(caught.value) in (
+        f"{devices[0]}: not a regular file (a block device)",
+        f"{devices[0]}: No such device or address",  # one without a medium
+    )
 
 
 def test_missing_and_loop(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ..helpers import child_env
+
 ROOT = Path(__file__).resolve().parents[2]
 PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
 START = (ROOT / "rocm_hwq_autoset.start").read_text()
@@ -48,14 +50,17 @@ print(json.dumps(called == ["run"]))
 def test_cheap_check(
     mode: str, env: dict[str, str], argv: list[str], wanted: bool
 ) -> None:
-    full_env = {
-        "PROBE_ARGV": json.dumps(argv),
-        "PROBE_MODE": mode,
-        "PROBE_PTH": PTH_LINE,
-        "PROBE_START": START,
-        "PYTHONPATH": str(ROOT),
-        **env,
-    }
+    full_env = child_env(
+        {
+            "PROBE_ARGV": json.dumps(argv),
+            "PROBE_MODE": mode,
+            "PROBE_PTH": PTH_LINE,
+            "PROBE_START": START,
+            "PYTHONPATH": str(ROOT),
+            **env,
+        },
+        no_site=True,
+    )
     out = subprocess.run(
         [sys.executable, "-S", "-c", PROBE], env=full_env,
         capture_output=True, text=True,
@@ -77,7 +82,7 @@ def test_entry_module_imports_only_os_and_sys() -> None:
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env={"PYTHONPATH": str(ROOT)},
+        [sys.executable, "-c", code], env=child_env({"PYTHONPATH": str(ROOT)}),
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert out.stdout.strip() == "['rocm_hwq_autoset']"
@@ -96,3 +101,55 @@ def test_the_three_readers_of_the_switch_agree() -> None:
         environ = {"ROCM_HWQ_AUTOSET": f" {value.upper()} "}
         gate = may_be_launch(["x", "--module"], environ)
         assert gate is (switch(environ) != "off"), value
+
+
+@pytest.mark.parametrize(("env", "argv", "wanted"), CASES)
+def test_the_gate_in_this_process(
+    env: dict[str, str], argv: list[str], wanted: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The same table, through ``start()`` as the .pth line calls it here."""
+    import rocm_hwq_autoset
+    from rocm_hwq_autoset import _hook
+
+    called: list[str] = []
+    monkeypatch.setattr(_hook, "run", lambda: called.append("run"))
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    rocm_hwq_autoset.start()
+    assert called == (["run"] if wanted else [])
+    assert rocm_hwq_autoset.may_be_launch() is wanted
+
+
+def test_the_gate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sys.argv (an embedded interpreter), a hook that fails: nothing."""
+    import rocm_hwq_autoset
+    from rocm_hwq_autoset import _hook
+
+    monkeypatch.delattr(sys, "argv")
+    assert rocm_hwq_autoset.may_be_launch() is False
+    monkeypatch.setattr(sys, "argv", ["x", "--module", "m"], raising=False)
+
+    def broken() -> None:
+        raise RuntimeError("broken install")
+
+    monkeypatch.setattr(_hook, "run", broken)
+    rocm_hwq_autoset.start()  # returns
+
+
+def test_the_public_names_and_a_typo() -> None:
+    import rocm_hwq_autoset
+    from rocm_hwq_autoset._api import recommend
+    from rocm_hwq_autoset._config import ConfigError
+    from rocm_hwq_autoset._model import Recommendation
+
+    assert rocm_hwq_autoset.recommend is recommend
+    assert rocm_hwq_autoset.Recommendation is Recommendation
+    assert rocm_hwq_autoset.ConfigError is ConfigError
+    with pytest.raises(AttributeError) as caught:
+        rocm_hwq_autoset.recomend  # noqa: B018
+    assert str(caught.value) == (
+        "module 'rocm_hwq_autoset' has no attribute 'recomend'"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from ..helpers import require_index
 
 
+@functools.cache  # one pip run (a second each) serves both tests
 def unreachable_index_output() -> str:
     """What this machine's pip says when its package index cannot be reached
     (no configuration files, no local wheels: an index that refuses connections)."""

@@ -10,6 +10,7 @@ imports, and imports that close a circle (for any checkout of the package).
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -38,6 +39,7 @@ def module_name(path: Path, package: Path) -> str:
     return ".".join(path.relative_to(package).with_suffix("").parts)
 
 
+@functools.cache  # the four tests read the package once
 def imports(package: Path) -> dict[str, set[str]]:
     """Each module of the package and the modules of the package it imports."""
     found: dict[str, set[str]] = {}

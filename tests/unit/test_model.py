@@ -215,3 +215,36 @@ def test_inputs_round_trip_and_refuse_anything_else() -> None:
 )
 def test_is_moe(name: str, flavor: str, ep: int, moe: bool) -> None:
     assert moe_by_table(name, flavor, ep)[0] is moe
+
+
+GOOD = Inputs().encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("tp", "'tp' is not one of the model's inputs"),
+        ("=2", "'=2' is not one of the model's inputs"),
+        (GOOD + ",tp=1", "'tp=1' is not one of the model's inputs"),
+        ("x" * 50, f"'{'x' * 40}' is not one of the model's inputs"),
+        ("tp=1", "some of the model's inputs are missing"),
+        (GOOD.replace("moe_from=given", "moe_from=" + "g" * 45),
+         f"moe_from='{'g' * 40}' is unknown"),
+        (GOOD.replace("moe=0", "moe=" + "1" * 45), f"moe='{'1' * 40}' is not 0 or 1"),
+        (GOOD.replace("tp=1", "tp=2=3"), "tp='2=3' is not a degree"),
+        (GOOD.replace("tp=1", "tp=" + "x" * 45), f"tp='{'x' * 40}' is not a degree"),
+        (GOOD.replace("tp=1", "tp=0" + "0" * 45), f"tp='{'0' * 40}' is not a degree"),
+    ],
+)  # fmt: skip
+def test_inputs_that_are_not_a_launchers_are_said(text: str, said: str) -> None:
+    """A worker says why it kept its launcher's value: this is the line."""
+    with pytest.raises(ConfigError) as caught:
+        Inputs.decode(text)
+    assert str(caught.value) == said
+
+
+def test_inputs_as_the_repl_shows_them() -> None:
+    assert repr(Inputs(tp=2, moe=True)) == (
+        "Inputs(cp=1, cudagraph=False, dp_replicate=1, dp_shard=-1, ep=1, moe=True,"
+        " moe_from='given', overlap=False, pp=1, tp=2)"
+    )

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -28,6 +28,7 @@ from rocm_hwq_autoset._decision import Outcome, Pending
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--module", "graph_trainer.deepseek_v3", "--config", "c"]
 from tests.fake_child import INPUTS, SETTINGS  # noqa: E402
+from tests.helpers import child_env  # noqa: E402
 
 EVALUATED = (INPUTS, SETTINGS)
 Q8 = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
@@ -43,21 +44,33 @@ class FakeEvaluation:
     takes and what it raises."""
 
     def __init__(self, answer: Any = EVALUATED, *, delay: float = 0.0,
-                 raises: BaseException | None = None) -> None:  # fmt: skip
+                 raises: BaseException | None = None, cached: bool = False,
+                 meanwhile: Any = None) -> None:  # fmt: skip
         self.answer = answer
         self.delay = delay
         self.raises = raises
+        self.cached = cached
+        self.meanwhile = meanwhile
+        """Called while the launcher waits: what else happens in it then."""
         self.calls: list[str] = []
 
     def result(self) -> tuple[Any, bool]:
         self.calls.append("result")
+        if self.meanwhile is not None:
+            self.meanwhile()
         time.sleep(self.delay)
         if self.raises is not None:
             raise self.raises
-        return self.answer, False
+        return self.answer, self.cached
 
     def end(self) -> None:
         self.calls.append("end")
+
+    def settle(self, limit: float | None = None) -> None:
+        self.calls.append(f"settle {limit}")
+
+    def reap(self) -> None:
+        pass
 
     def disown(self) -> None:
         self.calls.append("disown")
@@ -146,6 +159,12 @@ def test_the_training_process_waits_before_it_imports_torch() -> None:
     w.audit("import", ("torchvision", None, [], [], []))
     assert evaluation.calls == []
     w.audit("import", ("torch", None, [], [], []))
+    assert evaluation.calls == ["result"]  # at torch itself, before its modules
+    w.audit("import", ("torch.cuda", None, [], [], []))
+    assert evaluation.calls == ["result"]
+    # A torch module first (a launcher's own import hook may hide torch's): too.
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
     w.audit("import", ("torch.cuda", None, [], [], []))
     assert evaluation.calls == ["result"]
 
@@ -257,6 +276,82 @@ def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
 
 
+def test_a_cached_answer_is_said_to_be_one(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, applied = waiter
+    evaluation.cached = True
+    w.need()
+    [(outcome, _, quiet)] = applied.calls
+    assert not quiet
+    assert outcome.message == (
+        "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
+        " expert_comm, cudagraph_capture), from the cached --module/--config"
+        " evaluation"
+    )
+
+
+def test_our_own_failure_after_the_answer_is_one_warning(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: object, **kwargs: object) -> Outcome:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(parent, "conclude", broken)
+    w, _, applied = waiter
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert (outcome.level, outcome.marker) == ("warning", "unset --module")
+    assert outcome.message == (
+        "--module/--config: internal error (RuntimeError: a bug of ours);"
+        " GPU_MAX_HW_QUEUES left unset"
+    )
+    assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
+
+
+def test_a_process_the_evaluation_starts_while_waited_for_does_not_wait() -> None:
+    """An audited start inside the wait (the evaluation's own) passes: the
+    evaluation is asked once and its answer applied once."""
+    applied = Applied()
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    evaluation.meanwhile = lambda: w.audit(POPEN, popen_args(None))
+    w.need()
+    assert evaluation.calls == ["result"]
+    [(outcome, environs, quiet)] = applied.calls
+    assert (outcome.queues, environs, quiet) == (8, (), False)
+
+
+def test_the_launchers_own_environment_is_not_given_the_value_twice(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """``Popen(env=os.environ)``: the value went into os.environ when it came
+    (here the stand-in apply sets nothing there); nothing more is said."""
+    w, _, applied = waiter
+    w.audit(POPEN, popen_args(os.environ))
+    assert [(o.queues, envs, quiet) for o, envs, quiet in applied.calls] == [
+        (8, (), False)
+    ]
+
+
+class Refusing(dict):  # type: ignore[type-arg]
+    """A mapping a launcher made that takes no new variables."""
+
+    def __setitem__(self, key: str, value: str) -> None:
+        raise TypeError("read-only")
+
+
+def test_a_mapping_that_refuses_the_value_never_fails_the_start(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    env = Refusing()
+    w.audit(POPEN, popen_args(env))  # no exception: the worker starts without it
+    assert evaluation.calls == ["result"] and env == {}
+
+
 def test_is_foreign() -> None:
     def handler(signum: int, frame: object) -> None:
         raise Stop("signal")
@@ -299,6 +394,15 @@ def test_exit_ends_the_child_only_in_its_owner(
     assert evaluation.calls == ["end"]
 
 
+def test_at_exit_a_child_that_answered_may_store_its_answer(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    w.audit(POPEN, popen_args({}))
+    w.at_exit()
+    assert evaluation.calls == ["result", f"settle {parent.STORE_SECONDS}"]
+
+
 def test_functions_that_read_the_environment_first_wait_first(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
 ) -> None:
@@ -312,7 +416,9 @@ def test_functions_that_read_the_environment_first_wait_first(
     assert evaluation.calls == ["result"] and env == Q8
     env2: dict[str, str] = {}
     wrapped("/bin/true", ["true"], env=env2)
-    assert env2 == Q8 and len(seen) == 2
+    assert env2 == Q8
+    assert seen == [(("/bin/true", ["true"], env), {}),
+                    (("/bin/true", ["true"]), {"env": env2})]  # fmt: skip
 
 
 @pytest.mark.forked
@@ -325,7 +431,9 @@ def test_wrappers_are_put_back_once_the_value_is_in(
     applied = Applied()
     w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
     monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
+    monkeypatch.delattr(os, "posix_spawnp")  # a platform without it: no matter
     w.install()
+    assert not hasattr(os, "posix_spawnp")
     assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] != originals
     w.need()
     assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] == originals
@@ -383,8 +491,8 @@ def test_processes_started_without_a_mapping_of_their_own_get_the_value(
 @pytest.fixture
 def fake_child(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     monkeypatch.setattr(parent, "CHILD", "tests.fake_child")
-    return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
-            "FAKE_CHILD_LOG": str(tmp_path / "child.log")}  # fmt: skip
+    return child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                      "FAKE_CHILD_LOG": str(tmp_path / "child.log")})  # fmt: skip
 
 
 def started(environ: dict[str, str]) -> list[dict[str, Any]]:
@@ -404,6 +512,7 @@ def test_the_child_is_told_what_to_do(
                              "--key", "k" * 32, "--", *ARGS]  # fmt: skip
     assert child["switch"] == "0"  # no hook in the child
     assert child["pgid"] == child["pid"]  # its own process group
+    evaluation.settle()  # it answered; it ends on its own
     assert evaluation.child.returncode == 0
 
 
@@ -552,3 +661,205 @@ def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
     assert json.loads(seen.read_text()) == [[], {}]
     w.audit(POPEN, popen_args({}))
     assert evaluation.calls == ["result"]  # the parent still waits, once
+
+
+# start(): at interpreter start, the cache's answer, or a child and a waiter.
+
+
+class Installed:
+    """Stands for ``Waiter``: what ``start`` hands it, and whether it installed
+    it (the real one adds an audit hook to this process for good)."""
+
+    made: ClassVar[list[Installed]] = []
+
+    def __init__(self, pending: Pending, evaluation: parent.Evaluation,
+                 apply: Applied) -> None:  # fmt: skip
+        self.pending, self.evaluation, self.apply = pending, evaluation, apply
+        self.installed = False
+        Installed.made.append(self)
+
+    def install(self) -> None:
+        self.installed = True
+
+
+@pytest.fixture
+def starting(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Any:
+    """``start`` with this process's environment made the fake child's, a cache
+    of its own, and the waiter recorded; returns a function that runs it and
+    gives the lines applied, the waiter (or None) and the child's arguments."""
+    for name, value in fake_child.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET_CACHE", raising=False)
+    monkeypatch.setattr(parent, "Waiter", Installed)
+    monkeypatch.setattr(Installed, "made", [])
+
+    def run(launch: Pending) -> tuple[list[Outcome], Installed | None, list[str]]:
+        applied = Applied()
+        parent.start(launch, applied)
+        assert all(environs == () for _, environs, _ in applied.calls)
+        said = [outcome for outcome, _, _ in applied.calls]
+        if not Installed.made:
+            assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
+            return said, None, []
+        [waiter] = Installed.made
+        assert waiter.installed and waiter.pending is launch
+        assert waiter.apply is applied
+        assert waiter.evaluation.result() == (EVALUATED, False)
+        [child] = started(fake_child)
+        return said, waiter, child["argv"]
+
+    return run
+
+
+def test_start_with_no_entry_starts_the_child_and_waits_later(
+    starting: Any, tmp_path: Path
+) -> None:
+    launch = pending()
+    said, _, argv = starting(launch)
+    assert [(o.level, o.message) for o in said] == [
+        ("skip", "cache: no entry; evaluating")
+    ]
+    cache_key = parent.key(ARGS, os.environ)
+    assert argv == ["--parent", str(os.getpid()), "--cache", str(tmp_path / "cache"),
+                    "--key", cache_key, "--", *ARGS]  # fmt: skip
+
+
+def test_start_with_an_entry_applies_it_and_starts_nothing(
+    starting: Any, tmp_path: Path
+) -> None:
+    from rocm_hwq_autoset._cache import encode_result, open_cache
+
+    cache, _ = open_cache(os.environ)
+    assert cache is not None
+    no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
+    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED), no_deps)
+    said, waiter, _ = starting(pending())
+    [outcome] = said
+    assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
+    assert outcome.message.endswith(", from the cached --module/--config evaluation")
+    assert outcome.inputs == INPUTS and waiter is None
+    # What the entry depended on changed: said, and evaluated again.
+    stale = dict(no_deps, env={"MY_DEGREE": "2"})
+    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED), stale)
+    said, waiter, argv = starting(pending())
+    assert [o.message for o in said] == ["cache: stale: MY_DEGREE changed; evaluating"]
+    assert waiter is not None and "--cache" in argv
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"ROCM_HWQ_AUTOSET_CACHE": "0"}, []),
+        ({"ROCM_HWQ_AUTOSET_CACHE": "bogus"},
+         [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus': is not 0/off/false/no or"
+           " 1/on/true/yes; the cache is not used")]),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
+         [("skip", "cache: {tmp}/file: File exists")]),
+    ],
+)  # fmt: skip
+def test_start_without_a_cache_evaluates_without_one(
+    starting: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str], said: list[tuple[str, str]],
+) -> None:  # fmt: skip
+    (tmp_path / "file").write_text("")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    outcomes, waiter, argv = starting(pending())
+    assert [(o.level, o.message) for o in outcomes] == [
+        (level, text.format(tmp=tmp_path)) for level, text in said
+    ]
+    assert waiter is not None
+    assert argv == ["--parent", str(os.getpid()), "--", *ARGS]
+
+
+def test_a_child_that_cannot_start_is_one_warning_and_the_mark(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE", "0")
+    monkeypatch.setattr(parent.sys, "executable", "/nonexistent/python")
+    [outcome], waiter, _ = starting(pending())
+    assert waiter is None
+    assert (outcome.level, outcome.marker) == ("warning", "unset --module")
+    assert outcome.message == (
+        "--module/--config: cannot start the evaluation: [Errno 2] No such file or"
+        " directory: '/nonexistent/python'; GPU_MAX_HW_QUEUES left unset"
+    )
+
+
+# evaluate(): for the command line, evaluated now, and how it was found said.
+
+
+@pytest.fixture
+def evaluating(fake_child: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    return dict(fake_child, ROCM_HWQ_AUTOSET_CACHE_DIR=str(tmp_path / "cache"))
+
+
+def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> None:
+    from rocm_hwq_autoset._cache import encode_result
+
+    result, how = parent.evaluate(pending(), evaluating)
+    assert (result, how) == (EVALUATED, "evaluated (cache: no entry)")
+    [child] = started(evaluating)
+    cache_key = parent.key(ARGS, evaluating)
+    assert child["argv"][2:6] == ["--cache", evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"],
+                                  "--key", cache_key]  # fmt: skip
+    cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
+    no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
+    cache.store(cache_key, encode_result(*EVALUATED), no_deps)
+    result, how = parent.evaluate(pending(), evaluating)
+    assert (result, how) == (EVALUATED, f"from the cache ({cache.entry(cache_key)})")
+    assert len(started(evaluating)) == 1  # no second child
+    result, how = parent.evaluate(pending(), evaluating, use_cache=False)
+    assert (result, how) == (EVALUATED, "evaluated (--no-cache)")
+    assert started(evaluating)[-1]["argv"] == ["--parent", str(os.getpid()), "--",
+                                               *ARGS]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variables", "how"),
+    [
+        ({"ROCM_HWQ_AUTOSET_CACHE": "off"}, "evaluated"),
+        ({"ROCM_HWQ_AUTOSET_CACHE": "bogus"},
+         "evaluated (ROCM_HWQ_AUTOSET_CACHE='bogus': is not 0/off/false/no or"
+         " 1/on/true/yes)"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
+         "evaluated ({tmp}/file: File exists)"),
+    ],
+)  # fmt: skip
+def test_evaluate_without_a_cache(
+    evaluating: dict[str, str], tmp_path: Path, variables: dict[str, str], how: str
+) -> None:
+    (tmp_path / "file").write_text("")
+    environ = dict(
+        evaluating, **{k: v.format(tmp=tmp_path) for k, v in variables.items()}
+    )
+    assert parent.evaluate(pending(), environ) == (EVALUATED, how.format(tmp=tmp_path))
+    [child] = started(environ)
+    assert "--cache" not in child["argv"]
+
+
+def test_evaluate_says_when_another_process_evaluated(
+    evaluating: dict[str, str],
+) -> None:
+    from tests.fake_child import RESULT
+
+    environ = dict(evaluating, FAKE_CHILD_OUT=json.dumps({**RESULT, "how": "peer"}))
+    assert parent.evaluate(pending(), environ) == (
+        EVALUATED,
+        "from the cache (another process evaluated it)",
+    )
+
+
+def test_evaluate_when_no_child_can_start(
+    evaluating: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parent.sys, "executable", "/nonexistent/python")
+    result, how = parent.evaluate(pending(), evaluating, use_cache=False)
+    assert isinstance(result, ConfigError) and how == "evaluated (--no-cache)"
+    assert str(result) == (
+        "cannot start the evaluation: [Errno 2] No such file or directory:"
+        " '/nonexistent/python'"
+    )

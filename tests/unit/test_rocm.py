@@ -24,6 +24,16 @@ from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
         ("    hip = '6.0'\n", ""),  # not a module-level assignment
         ("hip = compute()\n", ""),
         ("", ""),
+        (" hip = '6.0'\n", ""),  # indented by one space
+        ("\thip = '6.0'\n", ""),
+        ("hip = '6'\n", "6"),  # the shortest string
+        ("hip = ''\n", ""),
+        ("hip = '6.0\n", ""),  # unterminated
+        ("hip = '6.0\"\n", ""),  # quotes that do not match
+        ("hip = X_HIP_X\n", ""),  # a name, not a string
+        ("hip='6.0'#generated\n", "6.0"),
+        ("hip = None  # = unset on this build\n", None),
+        ("hip: 'str' = '6.1'\n", "6.1"),
     ],
 )
 def test_version_py(tmp_path: Path, text: str, hip: str | None) -> None:
@@ -72,3 +82,50 @@ def test_unreadable_version_py_falls_back_to_the_runtime(tmp_path: Path) -> None
     lib.mkdir(parents=True)
     (lib / "libamdhip64.so").write_bytes(b"")
     assert detect([str(root)], {"ROCM_PATH": str(tmp_path / "rocm")}).rocm
+
+
+def test_a_version_py_with_bytes_that_are_not_utf_8(tmp_path: Path) -> None:
+    """A stray Latin-1 byte in a comment does not hide the line that counts."""
+    (tmp_path / "version.py").write_bytes(b"# built by J\xfcrgen\nhip = '6.2.1'\n")
+    assert torch_hip_version(str(tmp_path / "version.py")) == "6.2.1"
+
+
+def test_the_evidence_names_the_file_that_decided(tmp_path: Path) -> None:
+    rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
+    version_py = rocm / "torch" / "version.py"
+    verdict = detect([str(rocm)], {})
+    assert (verdict.rocm, verdict.evidence) == (
+        True, f"{version_py}: hip = '6.2.41133-dd7f95766'"
+    )  # fmt: skip
+    cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
+    verdict = detect([str(cuda)], {})
+    assert (verdict.rocm, verdict.evidence) == (
+        False, f"{cuda / 'torch' / 'version.py'}: hip = None (a CUDA or CPU build)"
+    )  # fmt: skip
+    verdict = detect([str(tmp_path)], {})
+    assert verdict.rocm is False  # explain --json says false, never null
+    assert verdict.evidence == (
+        "no torch with hip and no HIP runtime (libamdhip64.so under ROCM_PATH,"
+        " HIP_PATH or /opt/rocm)"
+    ).replace("/opt/rocm", _rocm.DEFAULT_ROCM_PATH)
+    lib = tmp_path / "hip" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libamdhip64.so.6.2").write_bytes(b"")
+    (lib / "README").write_bytes(b"")
+    # ROCM_PATH names nothing usable: HIP_PATH is asked next.
+    environ = {
+        "ROCM_PATH": str(tmp_path / "nothing"),
+        "HIP_PATH": str(tmp_path / "hip"),
+    }
+    verdict = detect([str(tmp_path)], environ)
+    assert (verdict.rocm, verdict.evidence) == (
+        True, f"no ROCm torch found; HIP runtime {lib / 'libamdhip64.so.6.2'}"
+    )  # fmt: skip
+
+
+def test_a_torch_that_says_nothing_leaves_it_to_the_runtime(tmp_path: Path) -> None:
+    """The first torch on the path decides, even when a later one would say
+    ROCm: one whose version.py cannot be read sends detection to the runtime."""
+    unreadable = fake_torch(tmp_path / "first", None)
+    rocm = fake_torch(tmp_path / "second", ROCM_VERSION_PY)
+    assert not detect([str(unreadable), str(rocm)], {}).rocm
