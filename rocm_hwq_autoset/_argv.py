@@ -368,16 +368,6 @@ def is_option(token: str) -> bool:
     return token.startswith("-") and not token[1:].replace(".", "", 1).isdigit()
 
 
-def is_training_arg(arg: str) -> bool:
-    """Whether an option is shaped like a torchtitan flag: ``--section.field``
-    (with ``=VALUE`` or not), ``--module`` or ``--config``."""
-    name = arg.split("=", 1)[0]
-    if name in (MODULE_FLAG, CONFIG_FLAG):
-        return True
-    section, dot, field = name[2:].partition(".")
-    return name.startswith("--") and bool(section) and bool(dot) and bool(field)
-
-
 def _parse(key: str, raw: str, flag: str) -> Value:
     kind = FIELDS[key][0]
     if kind == "int":

@@ -26,17 +26,15 @@ import sys
 import time
 from typing import Any
 
-from ._config import ConfigError, read_open, settings_from_json, settings_to_json
+from ._config import ConfigError, read_open
 from ._deps import check
-from ._model import Inputs
+from ._result import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._config import Setting
-
-    Evaluated = tuple[Inputs, dict[str, Setting]]
+    from ._result import Evaluated
 
 #: ``0``/``false``/``off``/``no`` turn the cache off (and with it the
 #: coordination of ranks on a node); unset, empty or ``1``/``on``/``true``/
@@ -257,15 +255,3 @@ def _read_trusted(path: str, limit: int) -> bytes:
         return read_open(fd, limit)
     finally:
         os.close(fd)
-
-
-def encode_result(inputs: Inputs, settings: Mapping[str, Setting]) -> dict[str, Any]:
-    """An evaluation's result as the child reports it and the cache keeps it."""
-    return {"inputs": inputs.encode(), "settings": settings_to_json(settings)}
-
-
-def decode_result(doc: Any) -> Evaluated:
-    """What :func:`encode_result` wrote; ``ConfigError`` for anything else."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), str):
-        raise ConfigError("not an evaluation's result")
-    return Inputs.decode(doc["inputs"]), settings_from_json(doc.get("settings"))

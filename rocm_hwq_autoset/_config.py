@@ -82,9 +82,6 @@ class Setting:
             return NotImplemented
         return (self.value, self.source) == (other.value, other.source)
 
-    def __hash__(self) -> int:
-        return hash((self.value, self.source))
-
     def __repr__(self) -> str:
         return f"Setting(value={self.value!r}, source={self.source!r})"
 
@@ -116,7 +113,7 @@ def merge(
         if found is _MISSING:
             settings[key] = Setting(default, DEFAULT)
         else:
-            settings[key] = Setting(_checked(key, found, where), TOML)
+            settings[key] = Setting(check_value(key, found, where), TOML)
     _check_degrees(settings, where)
     return settings
 
@@ -150,7 +147,7 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
         else:
             if kind == "list" and isinstance(found, list):
                 found = tuple(found)
-            settings[key] = Setting(_checked(key, found, "config"), CONFIG)
+            settings[key] = Setting(check_value(key, found, "config"), CONFIG)
     _check_degrees(settings, "config")
     return settings
 
@@ -177,7 +174,7 @@ _KIND_NAMES = {
 }
 
 
-def _checked(key: str, value: Any, where: str) -> Value:
+def check_value(key: str, value: Any, where: str) -> Value:
     """``value`` if it has the field's type (bools are not integers here)."""
     kind = FIELDS[key][0]
     if kind == "list":
@@ -221,24 +218,42 @@ def _short(value: Any) -> str:
 
 #: Most edits (insert, delete, replace) between a typo and the field it means.
 MAX_EDITS = 2
+#: torchtitan's own fields in those sections that are not ours (0.2.2, the last
+#: TOML-era release, ``JobConfig``): none is a typo, so none is compared.
+TORCHTITAN_FIELDS = frozenset({
+    "model.hf_assets_path", "model.tokenizer_path", "model.converters",
+    "model.print_after_conversion", "parallelism.fsdp_reshard_after_forward",
+    "parallelism.disable_loss_parallel", "parallelism.enable_async_tensor_parallel",
+    "parallelism.module_fqns_per_model_part",
+    "parallelism.pipeline_parallel_first_stage_less_layers",
+    "parallelism.pipeline_parallel_last_stage_less_layers",
+    "parallelism.pipeline_parallel_layers_per_stage",
+    "parallelism.pipeline_parallel_schedule",
+    "parallelism.pipeline_parallel_schedule_csv",
+    "parallelism.pipeline_parallel_microbatch_size",
+    "parallelism.pipeline_parallel_expert_parallel_overlap",
+    "parallelism.context_parallel_load_balancer",
+    "parallelism.context_parallel_rotate_method",
+    "parallelism.expert_tensor_parallel_degree",
+    "parallelism.expert_parallel_comm_backend", "compile.enable",
+    "compile.components", "compile.backend",
+})  # fmt: skip
 
 
 def near_miss(name: str) -> str | None:
     """The field ``name`` (``section.field``) is a typo of, or None when it is
     one exactly or is not close to any. A TOML key must be spelt exactly (a
     ``-`` for a ``_`` is a typo there); a flag is normalized by its caller."""
-    if name in FIELDS:
+    if name in FIELDS or name in TORCHTITAN_FIELDS:
         return None
-    section, _, field = name.partition(".")
-    if section in SECTIONS:  # the section is right: only its own fields
-        for key in FIELDS:
-            ours, _, our_field = key.partition(".")
-            if ours == section and edits_within(field, our_field, MAX_EDITS):
-                return key
-        return None
-    for key in FIELDS:  # a flag whose section is a typo too
-        if edits_within(name, key, MAX_EDITS):
-            return key
+    section = name.partition(".")[0]
+    if section not in SECTIONS and not any(
+        edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
+    ):
+        return None  # not even the section is close to one of ours
+    for ours in FIELDS:
+        if edits_within(name, ours, MAX_EDITS):
+            return ours
     return None
 
 
@@ -408,28 +423,3 @@ def parse_toml(data: bytes) -> dict[str, Any]:
         # A TOML parser may give up on pathological nesting or huge integers.
         raise ConfigError(f"unparsable TOML ({type(exc).__name__})") from None
     return parsed
-
-
-# Settings as JSON: what the ``--module`` child reports and the cache keeps.
-
-SOURCES = (DEFAULT, CLI, TOML, CONFIG)
-
-
-def settings_to_json(settings: Mapping[str, Setting]) -> dict[str, list[object]]:
-    return {
-        key: [list(s.value) if isinstance(s.value, tuple) else s.value, s.source]
-        for key, s in settings.items()
-    }
-
-
-def settings_from_json(doc: object) -> dict[str, Setting]:
-    """What :func:`settings_to_json` wrote, checked field by field;
-    ``ConfigError`` for anything else."""
-    if not isinstance(doc, dict) or set(doc) != set(FIELDS):
-        raise ConfigError("not the fields the model reads")
-    settings = {}
-    for key, pair in doc.items():
-        if not (isinstance(pair, list) and len(pair) == 2 and pair[1] in SOURCES):
-            raise ConfigError("not a value and its source", key)
-        settings[key] = Setting(_checked(key, pair[0], ""), pair[1])
-    return settings

@@ -6,8 +6,8 @@ nothing is done, and how loudly to say so. It changes nothing. The start-up hook
 applies the outcome; ``explain`` and ``doctor`` show the same outcome.
 
 A ``--module``/``--config`` launch cannot be decided in the training process (its
-config is Python that imports torch): :func:`decide` returns a :class:`Pending`
-naming the arguments to evaluate, and :func:`conclude` turns the evaluation's
+config is Python that imports torch): :func:`decide` returns the ``Launch`` to
+evaluate, and :func:`conclude` turns the evaluation's
 result into the final outcome. Both forms reach Q through :func:`recommend_launch`.
 """
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
     from ._argv import Launch
     from ._config import Setting
-    from ._rocm import Verdict
 
     #: What evaluating a ``--module`` launch gives: the model's inputs and every
     #: field with its source.
@@ -238,28 +237,16 @@ class Outcome:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
 
 
-class Pending:
-    """A ``--module`` launch waiting for its evaluation in a child interpreter."""
-
-    __slots__ = ("launch", "world_size")
-
-    def __init__(self, launch: Launch, world_size: int | None) -> None:
-        self.launch = launch
-        self.world_size = world_size
-
-    def __repr__(self) -> str:
-        return f"Pending({self.launch!r}, world_size={self.world_size!r})"
-
-
 def decide(
     environ: Mapping[str, str],
     argv: Sequence[str],
     orig_argv: Sequence[str],
     *,
-    rocm: Callable[[], Verdict],
+    rocm: Callable[[], tuple[bool, str]],
     read_toml: Callable[[str], Mapping[str, Any]],
-) -> Outcome | Pending:
-    """The hook's outcome for a process with this environment and command line.
+) -> Outcome | Launch:
+    """The hook's outcome for a process with this environment and command line,
+    or, for a ``--module`` launch, the launch to evaluate first.
 
     ``argv`` is the whole ``sys.argv`` as it is at interpreter start; ``rocm``
     and ``read_toml`` are asked only when the decision gets that far
@@ -292,15 +279,15 @@ def decide(
     if launch is None:
         return _skip("no --job.config_file and no torchtitan --module/--config")
     if mode != FORCE_VALUE:
-        verdict = rocm()
-        if not verdict.rocm:
-            return _skip(f"not ROCm: {verdict.evidence}")
+        on_rocm, evidence = rocm()
+        if not on_rocm:
+            return _skip(f"not ROCm: {evidence}")
     try:
         size = world_size(environ)
         if launch.form == MODULE_FORM:
             module_args(launch.args)  # both flags, with values, as torchtitan needs
             timeout(environ)  # a bad timeout is said here, before any child
-            return Pending(launch, size)
+            return launch
         rec = recommend_launch(launch, size, read_toml=read_toml)
     except ConfigError as exc:
         return failed(launch.form, exc)
@@ -335,15 +322,18 @@ def recommend_launch(
 
 def conclude(
     environ: Mapping[str, str],
-    pending: Pending,
+    launch: Launch,
     result: Evaluated | ConfigError,
     *,
     cached: bool = False,
 ) -> Outcome:
-    """The final outcome of a pending ``--module`` launch, from its evaluation."""
-    if isinstance(result, ConfigError):
-        return failed(MODULE_FORM, result)
-    rec = recommend_launch(pending.launch, pending.world_size, evaluated=result)
+    """The final outcome of a ``--module`` launch, from its evaluation."""
+    try:
+        if isinstance(result, ConfigError):
+            raise result
+        rec = recommend_launch(launch, world_size(environ), evaluated=result)
+    except ConfigError as exc:
+        return failed(MODULE_FORM, exc)
     return _set(environ, rec, MODULE_FORM, cached=cached)
 
 
@@ -365,7 +355,11 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
     ``WORLD_SIZE`` and the launcher's inputs, the same model applied here."""
     try:
         size = world_size(environ)
-        inputs = Inputs.decode(environ[INPUTS]) if INPUTS in environ else None
+        inputs = None
+        if INPUTS in environ:
+            from ._result import decode_inputs  # a --module launch's worker
+
+            inputs = decode_inputs(environ[INPUTS])
     except ConfigError as exc:
         return Outcome(
             WARNING, str(exc.within(INPUTS)), f"{QUEUES}={value} kept from the launcher"

@@ -21,7 +21,6 @@ from ._decision import (
     SKIP,
     WARNING,
     Outcome,
-    Pending,
     decide,
     log_level,
     prints_for_node,
@@ -32,7 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping
     from typing import Any
 
-    from ._rocm import Verdict
+    from ._argv import Launch
+
 
 PREFIX = "rocm-hwq-autoset: "
 #: A line longer than this loses the middle of its cause: a path, a parser's
@@ -40,7 +40,7 @@ PREFIX = "rocm-hwq-autoset: "
 MAX_LINE = 400
 
 #: What the hook decided in this process, once it ran (``doctor`` shows it).
-decided: Outcome | Pending | None = None
+decided: Outcome | Launch | None = None
 
 
 def run() -> None:
@@ -61,7 +61,7 @@ def run() -> None:
             rocm=_detect,
             read_toml=_read_toml,
         )
-        if isinstance(decided, Pending):
+        if not isinstance(decided, Outcome):  # a --module launch to evaluate
             from ._registry_parent import start
 
             start(decided, apply)
@@ -89,7 +89,9 @@ def apply(
         if outcome.marker is not None:
             target[ORIGIN] = outcome.marker
             if outcome.inputs is not None:
-                target[INPUTS] = outcome.inputs.encode()
+                from ._result import encode_inputs  # a --module launch only
+
+                target[INPUTS] = encode_inputs(outcome.inputs)
             else:
                 target.pop(INPUTS, None)
     if not quiet:
@@ -132,7 +134,7 @@ def printable(text: str) -> str:
     return "".join([c if c.isprintable() else "?" for c in text])
 
 
-def _detect() -> Verdict:
+def _detect() -> tuple[bool, str]:
     from ._rocm import detect
 
     return detect(sys.path, os.environ)

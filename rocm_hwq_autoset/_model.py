@@ -16,8 +16,6 @@ it, and Q. Every way to a value goes through it; ``explain`` only formats it.
 
 from __future__ import annotations
 
-from ._config import ConfigError
-
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,55 +90,9 @@ class Inputs:
             return NotImplemented
         return self.as_dict() == other.as_dict()
 
-    def __hash__(self) -> int:
-        return hash(self.encode())
-
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
         return f"Inputs({fields})"
-
-    def encode(self) -> str:
-        """One line of ``name=value`` pairs: what a launcher hands its workers in
-        ``ROCM_HWQ_AUTOSET_INPUTS`` and what the cache keeps."""
-        return ",".join(
-            f"{k}={int(v) if isinstance(v, bool) else v}"
-            for k, v in self.as_dict().items()
-        )
-
-    @classmethod
-    def decode(cls, text: str) -> Inputs:
-        """The inputs :meth:`encode` wrote; ``ConfigError`` for anything else."""
-        fields: dict[str, str] = {}
-        for pair in text.split(","):
-            name, eq, value = pair.partition("=")
-            if not eq or name not in cls.__slots__ or name in fields:
-                raise ConfigError(f"{pair[:40]!r} is not one of the model's inputs")
-            fields[name] = value
-        if len(fields) != len(cls.__slots__):
-            raise ConfigError("some of the model's inputs are missing")
-        if fields["moe_from"] not in MOE_FROM:
-            raise ConfigError(f"moe_from={fields['moe_from'][:40]!r} is unknown")
-        flags: dict[str, bool] = {}
-        for name in ("moe", "cudagraph", "overlap"):
-            if fields[name] not in ("0", "1"):
-                raise ConfigError(f"{name}={fields[name][:40]!r} is not 0 or 1")
-            flags[name] = fields[name] == "1"
-        degrees: dict[str, int] = {}
-        for name in ("dp_shard", "dp_replicate", "tp", "cp", "pp", "ep"):
-            raw = fields[name]
-            digits = raw[1:] if name == "dp_shard" and raw == "-1" else raw
-            if not (digits.isdigit() and digits.isascii()):
-                raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-            degrees[name] = int(raw)
-            if degrees[name] == 0 or (degrees[name] < 0 and raw != "-1"):
-                raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-        return cls(
-            moe_from=fields["moe_from"],
-            moe=flags["moe"],
-            cudagraph=flags["cudagraph"],
-            overlap=flags["overlap"],
-            **degrees,
-        )
 
 
 def moe_by_table(
@@ -204,21 +156,6 @@ FACT_KEYS = {
 }
 
 
-class Lane:
-    """A lane of the model: whether it is counted, and the facts (names in
-    :data:`FACT_KEYS`) that decided it."""
-
-    __slots__ = ("counted", "facts", "name")
-
-    def __init__(self, name: str, counted: bool, facts: tuple[str, ...]) -> None:
-        self.name = name
-        self.counted = counted
-        self.facts = facts
-
-    def __repr__(self) -> str:
-        return f"Lane({self.name!r}, {self.counted}, {self.facts!r})"
-
-
 def queues_for(n_lanes: int) -> int:
     """The next power of two at or above ``n_lanes`` (the PR's rounding; HIP
     itself needs only ``Q >= n_lanes``)."""
@@ -268,24 +205,23 @@ class Recommendation:
         }
         """Each fact the lanes depend on, true or false."""
         f = self.facts
-        self.table = (
-            Lane("compute", True, ()),
-            Lane("all_reduce", True, ()),
-            Lane("dense_all_gather", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
-            Lane("reduce_scatter", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
-            Lane("fsdp_comm", f["fsdp"] and not f["overlap"], ("fsdp", "overlap")),
+        self.table: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
+            ("compute", True, ()),
+            ("all_reduce", True, ()),
+            ("dense_all_gather", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
+            ("reduce_scatter", f["fsdp"] and f["overlap"], ("fsdp", "overlap")),
+            ("fsdp_comm", f["fsdp"] and not f["overlap"], ("fsdp", "overlap")),
             # Expert all-gather and all-to-all never overlap: one lane.
-            Lane("expert_comm", f["moe"] and f["expert"], ("moe", "expert")),
-            Lane("tp_all_gather", f["tensor"], ("tensor",)),
-            Lane("cp_all_gather", f["context"], ("context",)),
-            Lane(
-                "cudagraph_capture",
-                f["cudagraph"] and not f["overlap"],
-                ("cudagraph", "overlap"),
-            ),
-        )
-        """Every lane of the model, in the PR's order, counted or not."""
-        self.lanes = tuple(lane.name for lane in self.table if lane.counted)
+            ("expert_comm", f["moe"] and f["expert"], ("moe", "expert")),
+            ("tp_all_gather", f["tensor"], ("tensor",)),
+            ("cp_all_gather", f["context"], ("context",)),
+            ("cudagraph_capture", f["cudagraph"] and not f["overlap"],
+             ("cudagraph", "overlap")),
+        )  # fmt: skip
+        """Every lane of the model, in the PR's order, counted or not: its name,
+        whether it is counted, and the facts (names in :data:`FACT_KEYS`) that
+        decided it."""
+        self.lanes = tuple(name for name, counted, _ in self.table if counted)
         """The GPU streams of a step that should each have a queue, in order."""
         self.queues = queues_for(len(self.lanes))
         """The value for ``GPU_MAX_HW_QUEUES``: a power of two."""

@@ -36,11 +36,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._argv import cli_overrides, module_args, suggest_flag
-from ._cache import Cache, encode_result
+from ._cache import Cache
 from ._config import CLI, ConfigError, Setting, from_object
 from ._decision import DEFAULT_TIMEOUT, timeout
 from ._deps import Recorder
 from ._model import Inputs, read_inputs
+from ._result import encode_result
 
 #: How MoE is known in this form: PR #4032's own test.
 MOE_TEST = "model_spec.model.traverse(MoE.Config)"

@@ -44,8 +44,8 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from ._argv import MODULE_FORM
-from ._cache import Cache, decode_result, key, open_cache
+from ._argv import MODULE_FORM, Launch
+from ._cache import Cache, key, open_cache
 from ._config import ConfigError
 from ._decision import (
     INPUTS,
@@ -56,11 +56,11 @@ from ._decision import (
     TIMEOUT,
     WARNING,
     Outcome,
-    Pending,
     conclude,
     failed,
     timeout,
 )
+from ._result import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ class Evaluation:
 
 
 def evaluate(
-    pending: Pending, environ: Mapping[str, str], *, use_cache: bool = True
+    launch: Launch, environ: Mapping[str, str], *, use_cache: bool = True
 ) -> tuple[Evaluated | ConfigError, str]:
     """Evaluate now and wait, for the command line: the result, and how it was
     found (``cache``, ``evaluated``, or why the cache was not used)."""
@@ -224,14 +224,14 @@ def evaluate(
         except ConfigError as exc:
             cache, problem = None, str(exc)
         how = f"evaluated ({problem})" if problem else "evaluated"
-    cache_key = key(pending.launch.args, environ)
+    cache_key = key(launch.args, environ)
     if cache is not None:
         found, why = cache.lookup(cache_key, environ)
         if found is not None:
             return found, f"from the cache ({cache.entry(cache_key)})"
         how = f"evaluated (cache: {why})"
     try:
-        evaluation = Evaluation(pending.launch.args, environ, cache, cache_key)
+        evaluation = Evaluation(launch.args, environ, cache, cache_key)
     except (OSError, ConfigError) as exc:
         return ConfigError(f"cannot start the evaluation: {exc}"), how
     try:
@@ -241,7 +241,7 @@ def evaluate(
     return result, ("from the cache (another process evaluated it)" if cached else how)
 
 
-def start(pending: Pending, apply: Apply) -> None:
+def start(launch: Launch, apply: Apply) -> None:
     """At interpreter start: the cached evaluation, or a child started now and
     waited for when the value is needed."""
     environ = os.environ
@@ -252,27 +252,27 @@ def start(pending: Pending, apply: Apply) -> None:
         apply(Outcome(WARNING, str(exc), "the cache is not used"))
     if problem:
         apply(Outcome(SKIP, f"cache: {problem}"))
-    cache_key = key(pending.launch.args, environ)
+    cache_key = key(launch.args, environ)
     if cache is not None:
         found, why = cache.lookup(cache_key, environ)
         if found is not None:
-            apply(conclude(environ, pending, found, cached=True))
+            apply(conclude(environ, launch, found, cached=True))
             return
         apply(Outcome(SKIP, f"cache: {why}; evaluating"))
     try:
-        evaluation = Evaluation(pending.launch.args, environ, cache, cache_key)
+        evaluation = Evaluation(launch.args, environ, cache, cache_key)
     except (OSError, ConfigError) as exc:
         error = ConfigError(f"cannot start the evaluation: {exc}")
         apply(failed(MODULE_FORM, error))
         return
-    Waiter(pending, evaluation, apply).install()
+    Waiter(launch, evaluation, apply).install()
 
 
 class Waiter:
     """Holds a pending outcome until the value is needed, then applies it."""
 
-    def __init__(self, pending: Pending, evaluation: Evaluation, apply: Apply) -> None:
-        self.pending = pending
+    def __init__(self, launch: Launch, evaluation: Evaluation, apply: Apply) -> None:
+        self.launch = launch
         self.evaluation = evaluation
         self.apply = apply
         self.outcome: Outcome | None = None
@@ -304,7 +304,7 @@ class Waiter:
         elif (
             event == "import"
             and self.outcome is None
-            and self.pending.launch.in_process
+            and self.launch.in_process
             and args
             and str(args[0]).partition(".")[0] == "torch"
         ):
@@ -355,7 +355,7 @@ class Waiter:
                 raise
             return failed(MODULE_FORM, ConfigError(_internal(exc)))
         try:
-            return conclude(os.environ, self.pending, result, cached=cached)
+            return conclude(os.environ, self.launch, result, cached=cached)
         except Exception as exc:  # never a traceback from our own failure
             return failed(MODULE_FORM, ConfigError(_internal(exc)))
 

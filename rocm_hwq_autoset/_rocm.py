@@ -22,23 +22,10 @@ DEFAULT_ROCM_PATH = "/opt/rocm"
 MAX_VERSION_PY_BYTES = 64 << 10
 
 
-class Verdict:
-    """ROCm or not, and the evidence."""
-
-    __slots__ = ("evidence", "rocm")
-
-    def __init__(self, rocm: bool, evidence: str) -> None:
-        self.rocm = rocm
-        self.evidence = evidence
-        """One line: the file that decided and what it says."""
-
-    def __repr__(self) -> str:
-        return f"Verdict({self.rocm!r}, {self.evidence!r})"
-
-
-def detect(path_entries: Iterable[str], environ: Mapping[str, str]) -> Verdict:
-    """ROCm iff the first ``torch`` package on the path is a HIP build, or, with
-    no torch there, iff a HIP runtime is installed."""
+def detect(path_entries: Iterable[str], environ: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether this is ROCm, and the evidence (one line: the file that decided
+    and what it says). ROCm iff the first ``torch`` package on the path is a
+    HIP build, or, with no torch there, iff a HIP runtime is installed."""
     for entry in path_entries:
         package = os.path.join(entry or os.curdir, "torch")
         if not os.path.isfile(os.path.join(package, "__init__.py")):
@@ -46,17 +33,16 @@ def detect(path_entries: Iterable[str], environ: Mapping[str, str]) -> Verdict:
         version_py = os.path.join(package, "version.py")
         hip = torch_hip_version(version_py)
         if hip is None:
-            return Verdict(False, f"{version_py}: hip = None (a CUDA or CPU build)")
+            return False, f"{version_py}: hip = None (a CUDA or CPU build)"
         if hip:
-            return Verdict(True, f"{version_py}: hip = {hip!r}")
+            return True, f"{version_py}: hip = {hip!r}"
         break  # torch is there but says nothing we can read: ask the runtime
     library = hip_runtime(environ)
     if library:
-        return Verdict(True, f"no ROCm torch found; HIP runtime {library}")
-    return Verdict(
-        False,
+        return True, f"no ROCm torch found; HIP runtime {library}"
+    return False, (
         "no torch with hip and no HIP runtime "
-        f"({HIP_LIBRARY} under ROCM_PATH, HIP_PATH or {DEFAULT_ROCM_PATH})",
+        f"({HIP_LIBRARY} under ROCM_PATH, HIP_PATH or {DEFAULT_ROCM_PATH})"
     )
 
 

@@ -18,9 +18,9 @@ import sys
 import time
 
 from rocm_hwq_autoset import recommend
-from rocm_hwq_autoset._cache import encode_result
 from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._registry_child import watch
+from rocm_hwq_autoset._result import encode_result
 
 #: What the tests' child answers by default: 5 lanes, Q = 8.
 INPUTS = Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True)

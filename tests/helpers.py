@@ -14,7 +14,7 @@ import pytest
 
 from rocm_hwq_autoset._cli.traces import count_streams
 from rocm_hwq_autoset._config import load_toml
-from rocm_hwq_autoset._decision import Outcome, Pending, decide
+from rocm_hwq_autoset._decision import Outcome, decide
 from rocm_hwq_autoset._hook import apply
 from rocm_hwq_autoset._rocm import detect
 
@@ -86,7 +86,7 @@ def hook(
         environ, [program, *args], [],
         rocm=lambda: detect(path, environ), read_toml=load_toml,
     )  # fmt: skip
-    assert not isinstance(outcome, Pending)
+    assert isinstance(outcome, Outcome)
     apply(outcome, environ)
     return outcome
 

@@ -23,7 +23,7 @@ import textwrap
 from collections.abc import Sequence
 
 from .. import __version__
-from .._argv import is_option, is_training_arg
+from .._argv import CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
 from ._common import PROG, fail
 
@@ -124,6 +124,16 @@ def build_parser() -> tuple[
     verify.add_argument("--queues", type=int, metavar="N", help="the Q to check")
     verify.add_argument("traces", nargs="*", metavar="TRACE")
     return parser, {"explain": explain, "doctor": doctor, "verify": verify}
+
+
+def is_training_arg(arg: str) -> bool:
+    """Whether an option is shaped like a torchtitan flag: ``--section.field``
+    (with ``=VALUE`` or not), ``--module`` or ``--config``."""
+    name = arg.split("=", 1)[0]
+    if name in (MODULE_FLAG, CONFIG_FLAG):
+        return True
+    section, dot, field = name[2:].partition(".")
+    return name.startswith("--") and bool(section) and bool(dot) and bool(field)
 
 
 def own_options(parser: argparse.ArgumentParser) -> dict[str, int]:

@@ -34,7 +34,6 @@ from .._decision import (
     SKIP,
     WARNING,
     Outcome,
-    Pending,
     conclude,
     decide,
     explicit_queues,
@@ -43,7 +42,7 @@ from .._decision import (
 )
 from .._hook import fit
 from .._model import Recommendation
-from .._rocm import Verdict, detect
+from .._rocm import detect
 
 PROG = "rocm-hwq-autoset"
 #: An error line is cut in the middle of its cause beyond this.
@@ -64,10 +63,10 @@ def warn(message: str) -> None:
     sys.stderr.write(f"{PROG}: warning: {fit(message, limit=MAX_ERROR)}\n")
 
 
-_verdict: list[Verdict] = []
+_verdict: list[tuple[bool, str]] = []
 
 
-def rocm() -> Verdict:
+def rocm() -> tuple[bool, str]:
     """ROCm detection for this interpreter, once per command."""
     if not _verdict:
         _verdict.append(detect(sys.path, os.environ))
@@ -133,9 +132,8 @@ class Reading:
 
             try:
                 module_args(self.launch.args)
-                pending = Pending(self.launch, self.world_size)
                 result, self.found = evaluate(
-                    pending, self.environ, use_cache=self.use_cache
+                    self.launch, self.environ, use_cache=self.use_cache
                 )
             except ConfigError as exc:
                 result = exc
@@ -176,7 +174,7 @@ class Reading:
         outcome = decide(
             environ, self.argv, self.orig_argv, rocm=rocm, read_toml=self.read_toml
         )
-        if isinstance(outcome, Pending):
+        if not isinstance(outcome, Outcome):  # a --module launch: evaluated here
             return conclude(environ, outcome, self.evaluated())
         return outcome
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import argparse
 
 from .. import may_be_launch
+from .._argv import Launch
 from .._cache import location, open_cache
 from .._config import ConfigError
 from .._decision import (
@@ -24,7 +25,6 @@ from .._decision import (
     SWITCH,
     WARNING,
     Outcome,
-    Pending,
     explicit_problem,
     explicit_queues,
     log_level,
@@ -101,11 +101,11 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     from .. import _hook  # what the hook decided in this process, at start-up
 
     checks = []
-    verdict = rocm()
-    if verdict.rocm:
-        checks.append(Check("ok", "ROCm", verdict.evidence))
+    on_rocm, evidence = rocm()
+    if on_rocm:
+        checks.append(Check("ok", "ROCm", evidence))
     else:
-        checks.append(Check("note", "not ROCm", verdict.evidence))
+        checks.append(Check("note", "not ROCm", evidence))
     if switch(os.environ) == "off":
         checks.append(Check("note", SWITCH, f"{os.environ[SWITCH]}: opted out"))
     problem = switch_problem(os.environ)
@@ -147,12 +147,12 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     return checks
 
 
-def start_up_check(decided: Outcome | Pending | None) -> Check:
+def start_up_check(decided: Outcome | Launch | None) -> Check:
     """What the hook did in this process at interpreter start: nothing for the
     package's own commands (Python >= 3.10 tells them apart)."""
     if decided is None:
         detail = "the hook did not run at start-up (no --job.config or --module)"
-    elif isinstance(decided, Pending):
+    elif not isinstance(decided, Outcome):  # a --module launch it evaluated
         detail = "at start-up the hook started a --module evaluation"
     elif decided.level == SKIP:
         detail = f"at start-up the hook did nothing: {decided.message}"

@@ -51,14 +51,14 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         outcome = reading.hook_outcome()
     except ConfigError as exc:
         return fail(str(exc), json_out)
-    verdict = rocm()
+    on_rocm, evidence = rocm()
     current = os.environ.get(QUEUES)
     if opts.json:
         doc = as_json(rec, source=source)
         doc["evaluation"] = reading.found or None
         doc["environment"] = {
-            "rocm": verdict.rocm,
-            "rocm_evidence": verdict.evidence,
+            "rocm": on_rocm,
+            "rocm_evidence": evidence,
             "gpu_max_hw_queues": current or None,
             "explicit": explicit is not None,
             "opted_out": switch(os.environ) == "off",
@@ -75,7 +75,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     else:
         queues = f"{current} (explicit: the hook leaves it)"
     environment = {
-        "ROCm": ("yes: " if verdict.rocm else "no: ") + verdict.evidence,
+        "ROCm": ("yes: " if on_rocm else "no: ") + evidence,
         QUEUES: queues,
         SWITCH: os.environ.get(SWITCH, "unset"),
         "the hook": describe(outcome),
@@ -110,9 +110,8 @@ def reasons(rec: Recommendation) -> dict[str, str]:
     """For every lane of the model, why it is counted, or why not: the facts
     the model says decided it, in words."""
     return {
-        lane.name: "; ".join(fact(rec, name) for name in lane.facts)
-        or ALWAYS[lane.name]
-        for lane in rec.table
+        lane: "; ".join(fact(rec, name) for name in facts) or ALWAYS[lane]
+        for lane, _, facts in rec.table
     }
 
 
@@ -192,12 +191,11 @@ def as_text(
     if found:
         out.append(row("evaluation", found))
     out += [row("world size", world), "", "GPU streams counted:"]
-    out += [row(lane.name, why[lane.name], indent=2)
-            for lane in rec.table if lane.counted]  # fmt: skip
-    absent = [lane for lane in rec.table if not lane.counted]
+    out += [row(lane, why[lane], indent=2) for lane in rec.lanes]
+    absent = [lane for lane, counted, _ in rec.table if not counted]
     if absent:
         out += ["", "not counted:"]
-        out += [row(lane.name, why[lane.name], indent=2) for lane in absent]
+        out += [row(lane, why[lane], indent=2) for lane in absent]
     out += [
         "",
         textwrap.fill(
@@ -226,12 +224,12 @@ def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
         "facts": rec.facts,
         "table": [
             {
-                "lane": lane.name,
-                "counted": lane.counted,
-                "facts": list(lane.facts),
-                "why": why[lane.name],
+                "lane": lane,
+                "counted": counted,
+                "facts": list(facts),
+                "why": why[lane],
             }
-            for lane in rec.table
+            for lane, counted, facts in rec.table
         ],
         "settings": {
             key: {

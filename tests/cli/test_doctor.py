@@ -24,7 +24,7 @@ from rocm_hwq_autoset._cli.doctor import (
     start_up_check,
     startup_file_checks,
 )
-from rocm_hwq_autoset._decision import SET, SKIP, WARNING, Outcome, Pending
+from rocm_hwq_autoset._decision import SET, SKIP, WARNING, Outcome
 
 from ..data import write_job
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
@@ -109,12 +109,12 @@ def test_without_a_launch_argument_the_hook_stays_out(
         (Outcome(WARNING, "x.toml: No such file", "GPU_MAX_HW_QUEUES left unset"),
          "at start-up the hook warned: x.toml: No such file; GPU_MAX_HW_QUEUES left"
          " unset"),
-        (Pending(Launch("module", ["--module", "m", "--config", "c"], True), None),
+        (Launch("module", ["--module", "m", "--config", "c"], True),
          "at start-up the hook started a --module evaluation"),
     ],
 )  # fmt: skip
 def test_what_the_hook_did_at_start_up(
-    decided: Outcome | Pending | None, said: str, monkeypatch: pytest.MonkeyPatch,
+    decided: Outcome | Launch | None, said: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     check = start_up_check(decided)

@@ -7,7 +7,9 @@ that makes a training process report what it was started with and stop before
 any training: a torchtitan program prints one ``PROBE`` line (after starting a
 process, so that a pending ``--module`` evaluation is waited for, as before a
 worker's start) and exits. It also counts the evaluations: a child of this
-package that imports torchtitan writes its pid to ``$EVAL_LOG``. With
+package that imports torchtitan writes its pid to ``$EVAL_LOG``, and torchrun
+notes each worker start it begins (where it waits for a pending value) in
+``$EVAL_LOG.starts``. With
 ``PROBE_LAUNCHER`` it plays a launcher of its own instead, starting two workers
 with environments made before the value arrived (``upfront``) or from two
 threads at once (``threads``).
@@ -40,6 +42,14 @@ if "rocm_hwq_autoset._registry_child" in argv and _log:
             with open(_log, "a") as log:
                 log.write(f"{os.getpid()}\n")
     sys.addaudithook(_count)
+elif sys.argv[0].endswith("/torchrun") and _log:  # the launcher: note its first
+    import subprocess  # worker start, where a pending evaluation is waited for
+
+    def _starting(self, *args, _init=subprocess.Popen.__init__, **kwargs):
+        with open(_log + ".starts", "a") as log:
+            log.write(f"{os.getpid()}\n")
+        _init(self, *args, **kwargs)
+    subprocess.Popen.__init__ = _starting
 elif (sys.argv[0] == "-m" and argv[len(argv) - len(sys.argv)] == "torchtitan.train"
       or sys.argv[0].endswith("torchtitan/train.py")):  # this process trains
     import atexit, subprocess
@@ -139,6 +149,11 @@ class Launches:
 
     def evaluations(self) -> int:
         return self.log.read_text().count("\n") if self.log.exists() else 0
+
+    def worker_starts(self) -> int:
+        """How often a torchrun began to start a worker."""
+        starts = self.log.with_name(self.log.name + ".starts")
+        return starts.read_text().count("\n") if starts.exists() else 0
 
     def popen(self, args: list[str], **env: str) -> subprocess.Popen[str]:
         return subprocess.Popen(

@@ -156,7 +156,10 @@ def test_a_signal_while_waiting_stops_the_launch(no_cache: Launches, how: str) -
     launcher = no_cache.popen(one_node(no_cache, "--module", "slow_recipes",
                                        "--config", "slow"))  # fmt: skip
     assert wait_for(lambda: no_cache.evaluations() == 1, 60)
-    time.sleep(3)  # torchrun is in its wait now
+    # torchrun begins to start its first worker: the wait for the value begins.
+    assert wait_for(lambda: no_cache.worker_starts() == 1, 60)
+    time.sleep(1)
+    assert no_cache.evaluations() == 1 and launcher.poll() is None  # still waiting
     signalled = time.monotonic()
     if how == "SIGTERM":
         launcher.send_signal(signal.SIGTERM)

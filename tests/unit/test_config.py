@@ -15,9 +15,8 @@ from rocm_hwq_autoset._config import (
     merge,
     near_miss,
     parse_toml,
-    settings_from_json,
-    settings_to_json,
 )
+from rocm_hwq_autoset._result import settings_from_json, settings_to_json
 
 TABLES = b"""
 [model]

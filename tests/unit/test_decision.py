@@ -13,9 +13,10 @@ import pytest
 import rocm_hwq_autoset as _startup
 from rocm_hwq_autoset import ConfigError, _decision, _hook
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._decision import Outcome, Pending
+from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._model import Inputs
-from rocm_hwq_autoset._rocm import Verdict, detect
+from rocm_hwq_autoset._result import encode_inputs
+from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
 
@@ -352,8 +353,8 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
         {}, ["-m", *MODULE_ARGS], ["python", "-m", "torchtitan.train", *MODULE_ARGS],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
-    assert isinstance(outcome, Pending)
-    assert list(outcome.launch.args) == MODULE_ARGS and outcome.world_size is None
+    assert isinstance(outcome, Launch)
+    assert list(outcome.args) == MODULE_ARGS
     final = _decision.conclude({}, outcome, RESULT)
     assert (final.queues, final.marker) == (8, "8 --module")
     assert final.message == (
@@ -399,12 +400,12 @@ def test_the_world_size_reaches_the_module_launch(rocm_path: list[str]) -> None:
         ["python", "-m", "torchtitan.train", *MODULE_ARGS],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
-    assert isinstance(outcome, Pending) and outcome.world_size == 2
+    assert isinstance(outcome, Launch)
     dense_tp2 = (Inputs(tp=2, cudagraph=True), {})
     # 2 ranks // tp 2 = 1: no FSDP lane; without the world size it would count.
-    final = _decision.conclude({}, outcome, dense_tp2)
+    final = _decision.conclude({"WORLD_SIZE": "2"}, outcome, dense_tp2)
     assert final.queues == 4 and "fsdp_comm" not in final.message
-    unknown = _decision.conclude({}, Pending(outcome.launch, None), dense_tp2)
+    unknown = _decision.conclude({}, outcome, dense_tp2)
     assert unknown.queues == 8 and "fsdp_comm" in unknown.message
 
 
@@ -415,7 +416,7 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     launcher = {
         "GPU_MAX_HW_QUEUES": "8",
         "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
-        "ROCM_HWQ_AUTOSET_INPUTS": inputs.encode(),
+        "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(inputs),
     }
     args = ["-m", *MODULE_ARGS]
     orig = ["python", "-m", "torchtitan.train", *MODULE_ARGS]
@@ -485,11 +486,11 @@ def test_recommend_launch_is_the_one_path(tmp_path: Path) -> None:
         _decision.recommend_launch(toml, None)
 
 
-def _detect(path: list[str]) -> Verdict:
+def _detect(path: list[str]) -> tuple[bool, str]:
     return detect(path, {})
 
 
-def _no_rocm() -> Verdict:
+def _no_rocm() -> tuple[bool, str]:
     raise AssertionError("a worker of a launcher does not detect again")
 
 
@@ -613,8 +614,8 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
     )
     _hook.run()
     [(pending, apply)] = started
-    assert isinstance(pending, Pending) and pending is _hook.decided
-    assert list(pending.launch.args) == MODULE_ARGS and pending.launch.in_process
+    assert isinstance(pending, Launch) and pending is _hook.decided
+    assert list(pending.args) == MODULE_ARGS and pending.in_process
     assert apply is _hook.apply
     assert capsys.readouterr().err == ""  # said when the evaluation is in
 
@@ -623,7 +624,7 @@ def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
     """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
     return _decision.decide(
         environ, ["-m", *args], ["python", "-m", module, *args],
-        rocm=lambda: Verdict(True, "test"), read_toml=_no_read,
+        rocm=lambda: (True, "test"), read_toml=_no_read,
     )  # fmt: skip
 
 
@@ -676,7 +677,7 @@ def test_a_marker_whose_value_is_gone_is_no_value() -> None:
     """The value was removed, its marker left: decided afresh, evaluated."""
     outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, MODULE_ARGS,
                       "torchtitan.train")  # fmt: skip
-    assert isinstance(outcome, Pending)
+    assert isinstance(outcome, Launch)
 
 
 def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
@@ -685,7 +686,7 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
     the --module marker and the inputs all the same."""
     environ = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"}
     pending = _decide(environ, MODULE_ARGS, "torchtitan.train")
-    assert isinstance(pending, Pending)
+    assert isinstance(pending, Launch)
     outcome = _decision.conclude(environ, pending, RESULT)
     assert outcome.message == "GPU_MAX_HW_QUEUES=8 as set by the parent process"
     worker: dict[str, str] = {}
@@ -693,5 +694,5 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
     assert worker == {
         "GPU_MAX_HW_QUEUES": "8",
         "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
-        "ROCM_HWQ_AUTOSET_INPUTS": RESULT[0].encode(),
+        "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(RESULT[0]),
     }

@@ -22,16 +22,18 @@ LAYERS = {
     "_config": 0, "_deps": 0,
     # the command line, the model, ROCm detection
     "_argv": 1, "_model": 1, "_rocm": 1,
+    # an evaluation's result as text (the child's answer, the cache, the workers)
+    "_result": 2,
     # the decision, the cache of evaluations, the public API
-    "_decision": 2, "_cache": 2, "_api": 2,
+    "_decision": 3, "_cache": 3, "_api": 3,
     # the --module evaluation: the parent's side, the child's side
-    "_registry_parent": 3, "_registry_child": 3,
+    "_registry_parent": 4, "_registry_child": 4,
     # the start-up hook, then the gate every process passes
-    "_hook": 4, "__init__": 5,
+    "_hook": 5, "__init__": 6,
     # the command line: shared, commands, dispatcher
-    "_cli._common": 6, "_cli.traces": 6, "_cli.term": 6,
-    "_cli.explain": 7, "_cli.doctor": 7, "_cli.verify": 7,
-    "_cli.__init__": 8, "__main__": 9,
+    "_cli._common": 7, "_cli.traces": 7, "_cli.term": 7,
+    "_cli.explain": 8, "_cli.doctor": 8, "_cli.verify": 8,
+    "_cli.__init__": 9, "__main__": 10,
 }  # fmt: skip
 
 

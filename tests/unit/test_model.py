@@ -16,6 +16,7 @@ from rocm_hwq_autoset._model import (
     queues_for,
     resolve_shard,
 )
+from rocm_hwq_autoset._result import decode_inputs, encode_inputs
 
 #: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
 PR_VECTORS = [
@@ -88,11 +89,11 @@ def test_every_combination(
     assert rec.queues == 1 << (len(want) - 1).bit_length()
     assert rec.queues in (2, 4, 8)
     # The table has every lane once, counted or not.
-    assert sorted(lane.name for lane in rec.table) == sorted(
+    assert sorted(name for name, _, _ in rec.table) == sorted(
         ["compute", "all_reduce", "dense_all_gather", "reduce_scatter", "fsdp_comm",
          "expert_comm", "tp_all_gather", "cp_all_gather", "cudagraph_capture"]
     )  # fmt: skip
-    assert [lane.name for lane in rec.table if lane.counted] == want
+    assert [name for name, counted, _ in rec.table if counted] == want
 
 
 @pytest.mark.parametrize(
@@ -118,7 +119,7 @@ def test_every_combination_through_a_config(
 
 def test_each_lane_names_the_facts_that_decided_it() -> None:
     rec = Recommendation(Inputs(moe=True, ep=2, tp=2, overlap=True, cudagraph=True))
-    table = {lane.name: (lane.counted, lane.facts) for lane in rec.table}
+    table = {name: (counted, facts) for name, counted, facts in rec.table}
     assert table == {
         "compute": (True, ()),
         "all_reduce": (True, ()),
@@ -175,8 +176,8 @@ def test_inputs_round_trip_and_refuse_anything_else() -> None:
             overlap=True,
         ),
     ):
-        assert Inputs.decode(inputs.encode()) == inputs
-    good = Inputs().encode()
+        assert decode_inputs(encode_inputs(inputs)) == inputs
+    good = encode_inputs(Inputs())
     for bad in (
         "", "tp=1", good + ",tp=1", good.replace("tp=1", "tp=0"),
         good.replace("tp=1", "tp=-1"), good.replace("tp=1", "tp=x"),
@@ -186,8 +187,8 @@ def test_inputs_round_trip_and_refuse_anything_else() -> None:
         good.replace("overlap=0", "overlap=true"), good + ",extra=1",
     ):  # fmt: skip
         with pytest.raises(ConfigError):
-            Inputs.decode(bad)
-    assert Inputs.decode(good.replace("dp_shard=-1", "dp_shard=3")).dp_shard == 3
+            decode_inputs(bad)
+    assert decode_inputs(good.replace("dp_shard=-1", "dp_shard=3")).dp_shard == 3
 
 
 @pytest.mark.parametrize(
@@ -217,7 +218,7 @@ def test_is_moe(name: str, flavor: str, ep: int, moe: bool) -> None:
     assert moe_by_table(name, flavor, ep)[0] is moe
 
 
-GOOD = Inputs().encode()
+GOOD = encode_inputs(Inputs())
 
 
 @pytest.mark.parametrize(
@@ -239,7 +240,7 @@ GOOD = Inputs().encode()
 def test_inputs_that_are_not_a_launchers_are_said(text: str, said: str) -> None:
     """A worker says why it kept its launcher's value: this is the line."""
     with pytest.raises(ConfigError) as caught:
-        Inputs.decode(text)
+        decode_inputs(text)
     assert str(caught.value) == said
 
 

@@ -23,7 +23,8 @@ from rocm_hwq_autoset import _registry_parent as parent
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cache import Cache
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._decision import Outcome, Pending
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._result import encode_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--module", "graph_trainer.deepseek_v3", "--config", "c"]
@@ -32,11 +33,11 @@ from tests.helpers import child_env  # noqa: E402
 
 EVALUATED = (INPUTS, SETTINGS)
 Q8 = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
-      "ROCM_HWQ_AUTOSET_INPUTS": INPUTS.encode()}  # fmt: skip
+      "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(INPUTS)}  # fmt: skip
 
 
-def pending(in_process: bool = False) -> Pending:
-    return Pending(Launch("module", ARGS, in_process), None)
+def pending(in_process: bool = False) -> Launch:
+    return Launch("module", ARGS, in_process)
 
 
 class FakeEvaluation:
@@ -524,7 +525,7 @@ def test_the_child_is_told_what_to_do(
         ("not json", "3", "the evaluating child ended with status 3", False),
         ("", "0", "the evaluating child ended with status 0", False),
         ('{"inputs": "tp=x"}', "0", "the evaluating child ended with status 0", False),
-        (json.dumps({"inputs": INPUTS.encode(), "settings": None}), "0",
+        (json.dumps({"inputs": encode_inputs(INPUTS), "settings": None}), "0",
          "the evaluating child ended with status 0", False),
     ],
 )  # fmt: skip
@@ -672,9 +673,9 @@ class Installed:
 
     made: ClassVar[list[Installed]] = []
 
-    def __init__(self, pending: Pending, evaluation: parent.Evaluation,
+    def __init__(self, launch: Launch, evaluation: parent.Evaluation,
                  apply: Applied) -> None:  # fmt: skip
-        self.pending, self.evaluation, self.apply = pending, evaluation, apply
+        self.launch, self.evaluation, self.apply = launch, evaluation, apply
         self.installed = False
         Installed.made.append(self)
 
@@ -696,7 +697,7 @@ def starting(
     monkeypatch.setattr(parent, "Waiter", Installed)
     monkeypatch.setattr(Installed, "made", [])
 
-    def run(launch: Pending) -> tuple[list[Outcome], Installed | None, list[str]]:
+    def run(launch: Launch) -> tuple[list[Outcome], Installed | None, list[str]]:
         applied = Applied()
         parent.start(launch, applied)
         assert all(environs == () for _, environs, _ in applied.calls)
@@ -705,7 +706,7 @@ def starting(
             assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
             return said, None, []
         [waiter] = Installed.made
-        assert waiter.installed and waiter.pending is launch
+        assert waiter.installed and waiter.launch is launch
         assert waiter.apply is applied
         assert waiter.evaluation.result() == (EVALUATED, False)
         [child] = started(fake_child)
@@ -730,7 +731,8 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
 def test_start_with_an_entry_applies_it_and_starts_nothing(
     starting: Any, tmp_path: Path
 ) -> None:
-    from rocm_hwq_autoset._cache import encode_result, open_cache
+    from rocm_hwq_autoset._cache import open_cache
+    from rocm_hwq_autoset._result import encode_result
 
     cache, _ = open_cache(os.environ)
     assert cache is not None
@@ -798,7 +800,7 @@ def evaluating(fake_child: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> None:
-    from rocm_hwq_autoset._cache import encode_result
+    from rocm_hwq_autoset._result import encode_result
 
     result, how = parent.evaluate(pending(), evaluating)
     assert (result, how) == (EVALUATED, "evaluated (cache: no entry)")

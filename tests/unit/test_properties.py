@@ -17,12 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocm_hwq_autoset import ConfigError, recommend
-from rocm_hwq_autoset._argv import cli_overrides, config_file_arg, find_launch
+from rocm_hwq_autoset._argv import Launch, cli_overrides, config_file_arg, find_launch
 from rocm_hwq_autoset._cli import traces as _traces
 from rocm_hwq_autoset._cli.traces import TraceError
 from rocm_hwq_autoset._config import FIELDS, parse_toml
-from rocm_hwq_autoset._decision import Outcome, Pending, decide
-from rocm_hwq_autoset._rocm import Verdict
+from rocm_hwq_autoset._decision import Outcome, decide
 
 settings.register_profile("ci", max_examples=100, deadline=None)
 settings.register_profile(
@@ -119,9 +118,9 @@ def test_the_decision_is_total(
     full = [*program, *argv]
     result = decide(
         environ, full, [*orig, *argv] if orig else [],
-        rocm=lambda: Verdict(True, "test"), read_toml=lambda path: config,
+        rocm=lambda: (True, "test"), read_toml=lambda path: config,
     )  # fmt: skip
-    if isinstance(result, Pending):
+    if isinstance(result, Launch):
         assert result.launch.form == "module"
         assert find_launch(full, [*orig, *argv] if orig else []) is not None
         return

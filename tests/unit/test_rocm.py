@@ -46,10 +46,10 @@ def test_first_torch_on_the_path_decides(tmp_path: Path) -> None:
     cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
     empty = tmp_path / "empty"
     empty.mkdir()
-    verdict = detect([str(empty), str(rocm), str(cuda)], {})
-    assert verdict.rocm and "6.2.41133" in verdict.evidence
-    verdict = detect([str(cuda), str(rocm)], {})
-    assert not verdict.rocm and "CUDA or CPU" in verdict.evidence
+    found, evidence = detect([str(empty), str(rocm), str(cuda)], {})
+    assert found and "6.2.41133" in evidence
+    found, evidence = detect([str(cuda), str(rocm)], {})
+    assert not found and "CUDA or CPU" in evidence
 
 
 @pytest.fixture(autouse=True)
@@ -62,26 +62,24 @@ def test_no_torch_asks_the_hip_runtime(tmp_path: Path) -> None:
     lib = tmp_path / "rocm" / "lib"
     lib.mkdir(parents=True)
     (lib / "libamdhip64.so.6").write_bytes(b"")
-    verdict = detect([str(tmp_path)], {"ROCM_PATH": str(tmp_path / "rocm")})
-    assert verdict.rocm and "libamdhip64.so.6" in verdict.evidence
-    verdict = detect([str(tmp_path)], {"HIP_PATH": str(tmp_path / "rocm")})
-    assert verdict.rocm
-    assert not detect([str(tmp_path)], {}).rocm
-    assert (
-        "no torch with hip and no HIP runtime" in detect([str(tmp_path)], {}).evidence
-    )
+    found, evidence = detect([str(tmp_path)], {"ROCM_PATH": str(tmp_path / "rocm")})
+    assert found and "libamdhip64.so.6" in evidence
+    found, evidence = detect([str(tmp_path)], {"HIP_PATH": str(tmp_path / "rocm")})
+    assert found
+    assert not detect([str(tmp_path)], {})[0]
+    assert "no torch with hip and no HIP runtime" in detect([str(tmp_path)], {})[1]
     (tmp_path / "no-opt-rocm" / "lib").mkdir(parents=True)
     (tmp_path / "no-opt-rocm" / "lib" / "libamdhip64.so").write_bytes(b"")
-    assert detect([str(tmp_path)], {}).rocm  # the default place
+    assert detect([str(tmp_path)], {})[0]  # the default place
 
 
 def test_unreadable_version_py_falls_back_to_the_runtime(tmp_path: Path) -> None:
     root = fake_torch(tmp_path / "t", None)
-    assert not detect([str(root)], {}).rocm
+    assert not detect([str(root)], {})[0]
     lib = tmp_path / "rocm" / "lib"
     lib.mkdir(parents=True)
     (lib / "libamdhip64.so").write_bytes(b"")
-    assert detect([str(root)], {"ROCM_PATH": str(tmp_path / "rocm")}).rocm
+    assert detect([str(root)], {"ROCM_PATH": str(tmp_path / "rocm")})[0]
 
 
 def test_a_version_py_with_bytes_that_are_not_utf_8(tmp_path: Path) -> None:
@@ -93,18 +91,18 @@ def test_a_version_py_with_bytes_that_are_not_utf_8(tmp_path: Path) -> None:
 def test_the_evidence_names_the_file_that_decided(tmp_path: Path) -> None:
     rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
     version_py = rocm / "torch" / "version.py"
-    verdict = detect([str(rocm)], {})
-    assert (verdict.rocm, verdict.evidence) == (
+    found, evidence = detect([str(rocm)], {})
+    assert (found, evidence) == (
         True, f"{version_py}: hip = '6.2.41133-dd7f95766'"
     )  # fmt: skip
     cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
-    verdict = detect([str(cuda)], {})
-    assert (verdict.rocm, verdict.evidence) == (
+    found, evidence = detect([str(cuda)], {})
+    assert (found, evidence) == (
         False, f"{cuda / 'torch' / 'version.py'}: hip = None (a CUDA or CPU build)"
     )  # fmt: skip
-    verdict = detect([str(tmp_path)], {})
-    assert verdict.rocm is False  # explain --json says false, never null
-    assert verdict.evidence == (
+    found, evidence = detect([str(tmp_path)], {})
+    assert found is False  # explain --json says false, never null
+    assert evidence == (
         "no torch with hip and no HIP runtime (libamdhip64.so under ROCM_PATH,"
         " HIP_PATH or /opt/rocm)"
     ).replace("/opt/rocm", _rocm.DEFAULT_ROCM_PATH)
@@ -117,8 +115,8 @@ def test_the_evidence_names_the_file_that_decided(tmp_path: Path) -> None:
         "ROCM_PATH": str(tmp_path / "nothing"),
         "HIP_PATH": str(tmp_path / "hip"),
     }
-    verdict = detect([str(tmp_path)], environ)
-    assert (verdict.rocm, verdict.evidence) == (
+    found, evidence = detect([str(tmp_path)], environ)
+    assert (found, evidence) == (
         True, f"no ROCm torch found; HIP runtime {lib / 'libamdhip64.so.6.2'}"
     )  # fmt: skip
 
@@ -128,4 +126,4 @@ def test_a_torch_that_says_nothing_leaves_it_to_the_runtime(tmp_path: Path) -> N
     ROCm: one whose version.py cannot be read sends detection to the runtime."""
     unreadable = fake_torch(tmp_path / "first", None)
     rocm = fake_torch(tmp_path / "second", ROCM_VERSION_PY)
-    assert not detect([str(unreadable), str(rocm)], {}).rocm
+    assert not detect([str(unreadable), str(rocm)], {})[0]
