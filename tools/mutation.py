@@ -1,0 +1,334 @@
+"""Mutation testing of the package with the fast tests (docs/mutation.md).
+
+    python tools/mutation.py run [--workers N] [MODULE ...]
+    python tools/mutation.py run --changed [REV]
+    python tools/mutation.py run --resume
+    python tools/mutation.py report [--check] [--diffs] [--stubs]
+    python tools/mutation.py equivalents
+
+``run`` mutates the package with mutmut (``pip install -e '.[test,mutation]'``;
+its settings are ``[tool.mutmut]`` in pyproject.toml) and runs ``tests/unit`` and
+``tests/cli`` against every mutant of the package, or of the modules named
+(``_decision``, ``_cli.verify``, ``__init__`` ...), or of the modules changed since
+REV (default ``HEAD``: the working tree's changes). Then it reports.
+
+``report`` reads the results in ``mutants/`` (of the last run of each module):
+per module, the mutants, how many the tests killed, how many are alive (survived,
+or no test ran the code), how many of those this file lists as equivalent
+(:data:`EQUIVALENT`: a change no user could tell, with the reason), and the kill
+rate, killed / (mutants - equivalent). A mutant that made the tests time out or
+crash counts as killed. ``--diffs`` prints each mutant left alive and not listed;
+``--stubs`` prints them as entries for :data:`EQUIVALENT`, to fill in only after
+deciding that no test can tell them apart; ``--check`` exits 1 when the package,
+or a module of the start-up path, is below :data:`TARGET`. ``equivalents`` prints
+the list as a Markdown table (docs/mutation.md shows it).
+
+mutmut runs each mutant in a process forked from its own; ``mutation_hooks.py``,
+copied into ``mutants/`` with a ``sitecustomize.py`` that loads it, makes tests
+that fork or start interpreters count too (see its docstring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "rocm_hwq_autoset"
+MUTANTS = ROOT / "mutants"
+#: The modules a TOML launch imports at interpreter start (docs/design.md).
+STARTUP = ("__init__", "_hook", "_decision", "_argv", "_config", "_model", "_rocm")
+#: The least kill rate, per start-up module and overall.
+TARGET = 0.90
+
+#: mutmut's exit codes (``mutmut.stats.status_by_exit_code``) that mean the
+#: tests noticed: they failed, timed out, or the process crashed.
+KILLED = {1: "killed", 3: "killed", 36: "timeout", -24: "timeout", 24: "timeout",
+          152: "timeout", 255: "timeout", -11: "crashed", -9: "crashed"}  # fmt: skip
+#: No test ran the mutated code.
+NO_TESTS = {5, 33}
+
+
+class Equivalent(NamedTuple):
+    """A mutant no test can kill because no user could tell it from the code: in
+    ``module``, function ``function`` (``Class.method`` for a method), the line
+    ``before`` becomes ``after`` (both stripped, as ``report --diffs`` shows
+    them)."""
+
+    module: str
+    function: str
+    before: str
+    after: str
+    why: str
+
+
+#: Mutants left alive on purpose, each with the reason no user could tell it
+#: from the code. Matched by module, function and the changed line, so they stay
+#: listed when other code moves.
+EQUIVALENT: list[Equivalent] = []
+
+
+def module_of(path: Path) -> str:
+    """``.../rocm_hwq_autoset/_cli/verify.py`` -> ``_cli.verify``."""
+    rel = path.relative_to(ROOT / PACKAGE).with_suffix("")
+    return ".".join(rel.parts)
+
+
+def source_of(module: str) -> str:
+    """``_cli.verify`` -> ``rocm_hwq_autoset/_cli/verify.py``."""
+    return str(Path(PACKAGE, *module.split(".")).with_suffix(".py"))
+
+
+def pattern_of(module: str) -> str:
+    """The mutmut names of a module's mutants, as a pattern ``mutmut run`` takes
+    (mutmut drops ``__init__`` from them)."""
+    dotted = ".".join([PACKAGE, *module.split(".")]).removesuffix(".__init__")
+    return f"{dotted}.x*"
+
+
+def modules() -> list[str]:
+    return sorted(module_of(p) for p in (ROOT / PACKAGE).rglob("*.py"))
+
+
+def changed_modules(since: str) -> list[str]:
+    def git(*args: str) -> list[str]:
+        done = subprocess.run(["git", *args, "--", PACKAGE], cwd=ROOT,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        return done.stdout.split()
+
+    names = git("diff", "--name-only", since) + git(
+        "ls-files", "--others", "--exclude-standard"
+    )
+    return sorted(
+        {
+            module_of(ROOT / n)
+            for n in names
+            if n.endswith(".py") and (ROOT / n).exists()
+        }
+    )
+
+
+def prepare(resume: bool) -> None:
+    """``mutants/`` with the hooks every tested process loads."""
+    MUTANTS.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "tools" / "mutation_hooks.py", MUTANTS / "mutation_hooks.py")
+    (MUTANTS / "sitecustomize.py").write_text(
+        "# Written by tools/mutation.py: child interpreters load the hooks too.\n"
+        "import mutation_hooks  # noqa: F401\n"
+    )
+    if not resume:
+        # The tests may have changed since the last run: which tests run which
+        # function is learnt again.
+        (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+
+
+def run(selected: list[str], workers: int, resume: bool = False) -> int:
+    """mutmut over the modules selected (all if none); ``resume``: only the
+    mutants an interrupted run left untested."""
+    prepare(resume)
+    # Without names, mutmut tests only the mutants that have no result yet.
+    every = [pattern_of(m) for m in selected] or [f"{PACKAGE}.*"]
+    patterns = [] if resume else every
+    command = [sys.executable, "-c",
+               "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
+               "run", "--max-children", str(workers), *patterns]  # fmt: skip
+    log = MUTANTS / "mutmut.log"
+    print("modules:", ", ".join(selected) if selected else "all", flush=True)
+    print(f"mutmut's output: {log.relative_to(ROOT)}", flush=True)
+    start = time.monotonic()
+    with open(log, "w") as out:
+        status = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL).returncode  # fmt: skip
+    print(f"mutmut run: {time.monotonic() - start:.0f} s, status {status}")
+    if status != 0:
+        print("".join(log.read_text().splitlines(keepends=True)[-40:]))
+    return status
+
+
+# The results.
+
+
+class Tally(NamedTuple):
+    module: str
+    total: int
+    killed: int
+    alive: list[str]
+    """Survived, or no test ran the code, and not listed as equivalent."""
+    no_tests: list[str]
+    equivalent: list[tuple[str, Equivalent]]
+    seconds: float
+    """The tests' time over all mutants (one worker's worth)."""
+
+    @property
+    def rate(self) -> float:
+        counted = self.total - len(self.equivalent)
+        return self.killed / counted if counted else 1.0
+
+
+def _results() -> dict[str, dict[str, Any]]:
+    found = {}
+    for meta in sorted((MUTANTS / PACKAGE).rglob("*.py.meta")):
+        source = ROOT / meta.relative_to(MUTANTS).with_suffix("")
+        found[module_of(source)] = json.loads(meta.read_text())
+    return found
+
+
+def diff_of(module: str, name: str) -> tuple[str, list[str], list[str]]:
+    """A mutant's diff, and its removed and added lines (stripped)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        text = get_diff_for_mutant(name, path=source_of(module))
+    finally:
+        os.chdir(cwd)
+    lines = text.splitlines()[2:]
+    removed = [ln[1:].strip() for ln in lines if ln.startswith("-")]
+    added = [ln[1:].strip() for ln in lines if ln.startswith("+")]
+    return text, removed, added
+
+
+def function_of(name: str) -> str:
+    """``rocm_hwq_autoset._x.xǁWaiterǁneed__mutmut_3`` -> ``Waiter.need``."""
+    mangled = name.rpartition(".")[2].partition("__mutmut_")[0]
+    if mangled.startswith("xǁ"):
+        return ".".join(mangled[2:].split("ǁ"))
+    return mangled[2:]
+
+
+def listed(module: str, name: str) -> Equivalent | None:
+    function = function_of(name)
+    candidates = [e for e in EQUIVALENT
+                  if (e.module, e.function) == (module, function)]  # fmt: skip
+    if not candidates:
+        return None
+    _, removed, added = diff_of(module, name)
+    for entry in candidates:
+        if entry.before in removed and entry.after in added:
+            return entry
+    return None
+
+
+def tally() -> list[Tally]:
+    out = []
+    for module, meta in _results().items():
+        codes = {n: c for n, c in meta["exit_code_by_key"].items() if c is not None}
+        if not codes:  # not run yet
+            continue
+        killed, alive, no_tests, equal = 0, [], [], []
+        for name, code in sorted(codes.items()):
+            if code in KILLED:
+                killed += 1
+                continue
+            entry = listed(module, name)
+            if entry is not None:
+                equal.append((name, entry))
+                continue
+            alive.append(name)
+            if code in NO_TESTS:
+                no_tests.append(name)
+        seconds = sum(meta.get("durations_by_key", {}).values())
+        out.append(Tally(module, len(codes), killed, alive, no_tests, equal, seconds))
+    return out
+
+
+def report(check: bool, diffs: bool, stubs: bool) -> int:
+    rows = tally()
+    if not rows:
+        print("no results: run `python tools/mutation.py run` first")
+        return 1
+    print(f"{'module':<20} {'mutants':>7} {'killed':>6} {'alive':>5} {'(no test)':>9}"
+          f" {'equivalent':>10} {'rate':>6} {'test s':>7}")  # fmt: skip
+    failing = []
+    for t in rows:
+        mark = " *" if t.module in STARTUP else ""
+        print(f"{t.module + mark:<20} {t.total:>7} {t.killed:>6} {len(t.alive):>5}"
+              f" {len(t.no_tests):>9} {len(t.equivalent):>10} {t.rate:>6.1%}"
+              f" {t.seconds:>7.0f}")  # fmt: skip
+        if t.module in STARTUP and t.rate < TARGET:
+            failing.append(t.module)
+    total = sum(t.total for t in rows)
+    killed = sum(t.killed for t in rows)
+    equal = sum(len(t.equivalent) for t in rows)
+    rate = killed / (total - equal) if total > equal else 1.0
+    alive = sum(len(t.alive) for t in rows)
+    no_tests = sum(len(t.no_tests) for t in rows)
+    print(f"{'all':<20} {total:>7} {killed:>6} {alive:>5} {no_tests:>9} {equal:>10}"
+          f" {rate:>6.1%}")  # fmt: skip
+    print("(* the start-up path; rate = killed / (mutants - equivalent))")
+    if rate < TARGET:
+        failing.append("all")
+    for t in rows:
+        for name in t.alive:
+            text, removed, added = diff_of(t.module, name)
+            if diffs:
+                how = " (no test ran it)" if name in t.no_tests else ""
+                print(f"\n# {name}{how}\n{text}")
+            if stubs:
+                before = removed[0] if removed else ""
+                after = added[0] if added else ""
+                print(f"    Equivalent({t.module!r}, {function_of(name)!r},"
+                      f" {before!r}, {after!r}, 'WHY'),")  # fmt: skip
+    if check and failing:
+        print(f"below {TARGET:.0%}: {', '.join(failing)}")
+        return 1
+    return 0
+
+
+def equivalents() -> int:
+    """The allow-list as a Markdown table."""
+    print("| module | function | line | becomes | why no user can tell |")
+    print("| --- | --- | --- | --- | --- |")
+    for e in EQUIVALENT:
+        cells = [e.module, e.function, f"`{e.before}`", f"`{e.after}`", e.why]
+        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="mutate, test, report")
+    p_run.add_argument("modules", nargs="*", help="e.g. _decision _cli.verify")
+    p_run.add_argument("--changed", nargs="?", const="HEAD", metavar="REV",
+                       help="the modules changed since REV (default HEAD)")  # fmt: skip
+    p_run.add_argument("--workers", type=int, default=2)
+    p_run.add_argument(
+        "--resume", action="store_true", help="only what an interrupted run left"
+    )
+    p_run.add_argument("--check", action="store_true")
+    p_rep = sub.add_parser("report", help="the last results")
+    p_rep.add_argument("--check", action="store_true")
+    p_rep.add_argument("--diffs", action="store_true")
+    p_rep.add_argument("--stubs", action="store_true")
+    sub.add_parser("equivalents", help="the allow-list, as Markdown")
+    opts = parser.parse_args(argv)
+    if opts.command == "equivalents":
+        return equivalents()
+    if opts.command == "report":
+        return report(opts.check, opts.diffs, opts.stubs)
+    selected = list(opts.modules)
+    if opts.changed:
+        selected += changed_modules(opts.changed)
+        if not selected:
+            print(f"no module of {PACKAGE} changed since {opts.changed}")
+            return 0
+    unknown = [m for m in selected if m not in modules()]
+    if unknown:
+        parser.error(f"not a module of {PACKAGE}: {', '.join(unknown)}")
+    status = run(sorted(set(selected)), opts.workers, opts.resume)
+    if status != 0:
+        return status
+    return report(opts.check, diffs=False, stubs=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,162 @@
+"""What a mutation run (``tools/mutation.py``) adds to the processes it tests.
+
+``tools/mutation.py`` copies this file into ``mutants/`` and loads it in every
+process that imports the mutated package:
+
+* the process ``mutmut`` runs the tests in, as a pytest plugin
+  (``pytest_add_cli_args = ["-p", "mutation_hooks"]``);
+* every child interpreter a test starts with ``mutants/`` on its ``PYTHONPATH``,
+  through ``mutants/sitecustomize.py`` (``import mutation_hooks``).
+
+It does two things ``mutmut`` does not:
+
+1. **mutmut reads the real environment.** Its trampolines look
+   ``MUTANT_UNDER_TEST`` (and, while counting, ``MUTMUT_DEPENDENCY_DEPTH``) up
+   in ``os.environ`` on every call of a mutated function. The ``--module``
+   child's recorder (``_deps.Recorder``) replaces ``os.environ`` by a mapping
+   whose methods are themselves mutated: each lookup would call itself until
+   the stack overflows. Here the trampolines see the ``os.environ`` of
+   interpreter start, which shares its variables with the recorder's and
+   records nothing.
+2. **Functions run in another process count for the tests that ran them.**
+   mutmut learns which tests run a function (and so which tests it runs against
+   each of the function's mutants) by counting calls in its own process only:
+   calls in a test forked by ``pytest-forked`` or in a child interpreter were
+   lost, and their mutants reported as having no test. Here every such process
+   appends the names it ran to a file (``MUTATION_HITS``); the plugin hands them
+   to mutmut when the test ends. A module run as ``python -m MODULE`` counts,
+   and is mutated, under its own name.
+
+A test that builds a child's environment from scratch passes ``MUTANT_UNDER_TEST``
+and ``MUTATION_HITS`` on (``tests/helpers.child_env``), or the mutant is not
+active in that child.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+MUTANT = "MUTANT_UNDER_TEST"
+HITS = "MUTATION_HITS"
+
+#: ``os.environ`` as the interpreter started: a recorder may replace the name.
+_environ = os.environ
+#: The process that runs pytest for mutmut; None in every other process.
+_main_pid: int | None = None
+_noted: set[str] = set()
+
+
+def _run_as_main() -> str | None:
+    """The module this process runs as ``__main__`` (``python -m MODULE``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _mutant_under_test() -> str:
+    """mutmut's ``get_mutant_under_test``. In ``python -m MODULE`` (the
+    ``--module`` child), MODULE's functions run in ``__main__``, a copy mutmut
+    does not know by that name: a mutant of MODULE is one of ``__main__`` too."""
+    from mutmut.mutation import trampoline
+
+    value = _environ.get(MUTANT)
+    if value is None:
+        value = trampoline._mutant_under_test or ""
+    module, dot, function = value.rpartition(".")
+    if dot and module == _run_as_main():
+        return f"__main__.{function}"
+    return value
+
+
+def _note(name: str, caller: str | None = None) -> None:
+    """mutmut's ``record_trampoline_hit``, in any process."""
+    if name.startswith("__main__."):
+        name = f"{_run_as_main()}.{name.partition('.')[2]}"
+    if os.getpid() == _main_pid:
+        _record(name, caller)
+        return
+    if name in _noted:
+        return
+    _noted.add(name)
+    path = _environ.get(HITS)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, (name + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _install() -> None:
+    from mutmut.mutation import trampoline
+
+    global _record
+    if trampoline.get_mutant_under_test is _mutant_under_test:
+        return
+    _record = trampoline.record_trampoline_hit
+    trampoline.os = types.SimpleNamespace(environ=_environ)  # its only use of os
+    trampoline.get_mutant_under_test = _mutant_under_test
+    trampoline.record_trampoline_hit = _note
+
+
+def _record(name: str, caller: str | None = None) -> None:  # replaced by _install
+    raise AssertionError("not installed")
+
+
+_install()
+
+
+# The pytest plugin, in mutmut's own process.
+
+
+def pytest_configure(config: Any) -> None:
+    global _main_pid
+    if _main_pid is None:
+        _main_pid = os.getpid()
+        hits = os.path.abspath(os.path.join(".mutation", f"hits.{_main_pid}"))
+        os.makedirs(os.path.dirname(hits), exist_ok=True)
+        open(hits, "w").close()
+        os.environ[HITS] = hits
+
+
+def _take_hits() -> set[str]:
+    path = os.environ.get(HITS)
+    if not path:
+        return set()
+    try:
+        with open(path, "r+") as hits:
+            names = set(hits.read().split())
+            hits.seek(0)
+            hits.truncate()
+    except OSError:
+        return set()
+    return names
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """A forked test's duration: mutmut measures it in the fork, and loses it."""
+    if os.getpid() != _main_pid or report.when != "call":
+        return
+    from mutmut.state import state
+
+    durations = state().duration_by_test
+    if not durations.get(report.nodeid):
+        durations[report.nodeid] = report.duration
+
+
+def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
+    """The functions this test ran in other processes count for it."""
+    if os.getpid() != _main_pid:
+        return
+    names = _take_hits()
+    if not names or _mutant_under_test() != "stats":
+        return
+    from mutmut.state import state
+
+    test = nodeid[len("mutants/") :] if nodeid.startswith("mutants/") else nodeid
+    for name in names:
+        state().tests_by_mangled_function_name[name].add(test)
