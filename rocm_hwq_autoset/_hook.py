@@ -41,6 +41,8 @@ MAX_LINE = 400
 
 #: What the hook decided in this process, once it ran (``doctor`` shows it).
 decided: Outcome | Launch | None = None
+#: ``decided`` while deciding: a second call, even from inside, returns.
+DECIDING = Outcome(SKIP, "deciding")
 
 
 def run() -> None:
@@ -49,15 +51,15 @@ def run() -> None:
     global decided
     if decided is not None:
         return
-    decided = Outcome(SKIP, "deciding")  # a second call, even from inside, returns
+    decided = DECIDING
     try:
         _, problem = log_level(os.environ)
         if problem:
             say(Outcome(WARNING, problem), os.environ)
         decided = decide(
             os.environ,
-            list(getattr(sys, "argv", None) or [""]),
-            list(getattr(sys, "orig_argv", None) or []),
+            list(getattr(sys, "argv", ())),  # an embedded interpreter may have none
+            list(getattr(sys, "orig_argv", ())),  # Python 3.9 has none
             rocm=_detect,
             read_toml=_read_toml,
         )
@@ -107,7 +109,7 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
         return
     if level != "verbose" and (outcome.level == SKIP or not prints_for_node(environ)):
         return
-    lead = {SET: "", SKIP: "nothing to do: "}.get(outcome.level, "warning: ")
+    lead = {SET: "", SKIP: "nothing to do: ", WARNING: "warning: "}[outcome.level]
     line = fit(lead + outcome.text, outcome.tail, MAX_LINE - len(PREFIX))
     try:
         stream = sys.stderr
@@ -125,8 +127,9 @@ def fit(text: str, tail: str = "", limit: int = MAX_LINE) -> str:
     end = f"; {tail}" if tail else ""
     room = limit - len(end)
     if len(text) > room:
-        head = max(room - 3, 0) * 2 // 3
-        text = text[:head] + "..." + text[len(text) - max(room - 3 - head, 0) :]
+        keep = max(room - 3, 0)  # of the text, beside the "..."
+        head = keep * 2 // 3
+        text = text[:head] + "..." + text[len(text) - (keep - head) :]
     return text + end
 
 

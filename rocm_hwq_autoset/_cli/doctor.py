@@ -132,7 +132,7 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     checks += cache_checks()
     checks.append(start_up_check(_hook.decided))
     if training:
-        if not may_be_launch(["", *training], os.environ):
+        if not may_be_launch(training):
             checks.append(Check("note", "for that launch", "no --job.config or"
                                 " --module argument: the hook stays out (the"
                                 " package is not imported)"))  # fmt: skip

@@ -95,7 +95,27 @@ def test_without_a_launch_argument_the_hook_stays_out(
     rocm_job: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, flat = doctor(capsys, "--", "--training.steps", "10")
-    assert "note for that launch no --job.config or --module argument" in flat
+    assert (
+        "note for that launch no --job.config or --module argument: the hook stays"
+        " out (the package is not imported)" in flat
+    )
+
+
+def test_a_world_size_it_cannot_read_is_unhealthy(
+    rocm_job: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    bad = "z" * 12  # the summary line: 80 characters, one too many
+    monkeypatch.setenv("WORLD_SIZE", bad)
+    code, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
+    assert code == 1
+    assert f"FAIL for that launch WORLD_SIZE: '{bad}' is not a positive integer" in flat
+    out = io.StringIO()
+    training = argparse.Namespace(training=["--job.config_file", rocm_job])
+    assert _doctor.run(training, out) == 1
+    assert out.getvalue().split("\n\n")[-1] == (
+        f"unhealthy: for that launch: WORLD_SIZE: '{bad}' is not a positive\ninteger\n"
+    )
 
 
 @pytest.mark.parametrize(

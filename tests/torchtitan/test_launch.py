@@ -116,8 +116,8 @@ def test_workers_apply_the_model_with_their_world_size_as_explain_says(
 
 
 def test_ranks_without_a_launcher_resolve_their_world_size(no_cache: Launches) -> None:
-    """srun or mpirun start each rank: it passes its WORLD_SIZE on, and the
-    value it gets is the workers' value."""
+    """srun or mpirun start each rank: its evaluation's result meets the model
+    with its own WORLD_SIZE, and it gets the value torchrun's workers get."""
     code, out, err = no_cache.run(no_cache.train(*DENSE_TP2), WORLD_SIZE="2",
                                   RANK="0", LOCAL_RANK="0")  # fmt: skip
     assert code == 0, err[-2000:]

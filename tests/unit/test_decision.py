@@ -548,6 +548,28 @@ def hook_process(
 
 
 @pytest.mark.forked
+@pytest.mark.parametrize(
+    ("missing", "said"),
+    [
+        ("argv", "rocm-hwq-autoset: nothing to do: no --job.config_file and no"
+                 " torchtitan --module/--config\n"),
+        ("orig_argv", LINE),
+    ],
+)  # fmt: skip
+def test_an_interpreter_without_argv_is_read_as_it_is(
+    hook_process: dict[str, Any], missing: str, said: str,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """An embedded interpreter may have no ``sys.argv`` (no launch), Python 3.9
+    no ``sys.orig_argv`` (the script and its arguments still tell)."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
+    monkeypatch.delattr(sys, missing, raising=False)
+    _hook.run()
+    assert capsys.readouterr().err == said
+
+
+@pytest.mark.forked
 def test_the_hook_finds_the_hip_runtime_through_rocm_path(
     hook_process: dict[str, Any], tmp_path: Path,
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
