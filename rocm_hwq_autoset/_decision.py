@@ -61,6 +61,8 @@ SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
 #: nothing. Unset or empty: one line per node (the launcher or ``LOCAL_RANK`` 0).
 LOG = "ROCM_HWQ_AUTOSET_LOG"
 LOG_LEVELS = ("quiet", "verbose")
+#: One line per node: the level when the variable is unset or unreadable.
+DEFAULT_LOG = "default"
 
 #: Set beside ``GPU_MAX_HW_QUEUES`` as ``"<Q> <form>"``: a value this package set
 #: (here or in a parent such as the torchrun launcher) is not explicit. A launcher
@@ -104,10 +106,10 @@ def log_level(environ: Mapping[str, str]) -> tuple[str, str | None]:
     none of them (the default is used then)."""
     value = environ.get(LOG, "").strip().lower()
     if not value:
-        return "default", None
+        return DEFAULT_LOG, None
     if value in LOG_LEVELS:
         return value, None
-    return "default", (
+    return DEFAULT_LOG, (
         f"{LOG}={environ[LOG]!r} is not quiet or verbose;"
         " using the default (one line per node)"
     )
@@ -199,8 +201,7 @@ class Outcome:
     (the cause; the part a long line loses from its middle), then ``tail`` (what
     was done about it, never cut)."""
 
-    __slots__ = ("cached", "form", "inputs", "level", "marker", "queues", "tail",
-                 "text")  # fmt: skip
+    __slots__ = ("inputs", "level", "marker", "queues", "tail", "text")
 
     def __init__(
         self,
@@ -209,24 +210,18 @@ class Outcome:
         tail: str = "",
         *,
         queues: int | None = None,
-        form: str = "",
         marker: str | None = None,
         inputs: Inputs | None = None,
-        cached: bool = False,
     ) -> None:
         self.level = level
         self.text = text
         self.tail = tail
         self.queues = queues
         """The value to set, or None to set nothing."""
-        self.form = form
-        """``toml`` or ``module``: where the value came from."""
         self.marker = marker
         """The ``ROCM_HWQ_AUTOSET_ORIGIN`` to set beside it, or None."""
         self.inputs = inputs
         """For a ``--module`` launch, the model's inputs its workers get."""
-        self.cached = cached
-        """Whether the ``--module`` evaluation came from the cache."""
 
     @property
     def message(self) -> str:
@@ -345,7 +340,6 @@ def failed(form: str, error: ConfigError) -> Outcome:
         WARNING,
         where + str(error),
         f"{QUEUES} left unset",
-        form=form,
         marker=f"{UNSET} {MARKED[form]}",
     )
 
@@ -383,14 +377,14 @@ def _set(
         return Outcome(
             SKIP,
             f"{QUEUES}={text} as set by the parent process",
-            queues=rec.queues, form=form, marker=marked, inputs=inputs,
+            queues=rec.queues, marker=marked, inputs=inputs,
         )  # fmt: skip
     streams = f"{len(rec.lanes)} GPU streams: {', '.join(rec.lanes)}"
     where = ", from the cached --module/--config evaluation" if cached else ""
     return Outcome(
         SET,
         f"{QUEUES}={text} ({streams}){where}",
-        queues=rec.queues, form=form, marker=marked, inputs=inputs, cached=cached,
+        queues=rec.queues, marker=marked, inputs=inputs,
     )  # fmt: skip
 
 
