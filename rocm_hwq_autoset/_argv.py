@@ -211,19 +211,20 @@ def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | 
     if has_config_file(args):
         return Launch(TOML_FORM, args, in_process)
     if is_torchtitan(kind, name) and any(
-        _flag_at(args, i, (MODULE_FLAG, CONFIG_FLAG)) for i in range(len(args))
+        _is_flag(arg, (MODULE_FLAG, CONFIG_FLAG)) for arg in args
     ):
         return Launch(MODULE_FORM, args, in_process)
     return None
 
 
-def _flag_at(args: Sequence[str], i: int, flags: Sequence[str]) -> bool:
-    return args[i] in flags or args[i].split("=", 1)[0] in flags
+def _is_flag(arg: str, flags: Sequence[str]) -> bool:
+    """``arg`` is one of ``flags``, alone or as ``FLAG=VALUE``."""
+    return arg.partition("=")[0] in flags
 
 
 def has_config_file(args: Sequence[str]) -> bool:
     """Whether ``args`` name a job config (with a value or not)."""
-    return any(_flag_at(args, i, CONFIG_FILE_FLAGS) for i in range(len(args)))
+    return any(_is_flag(arg, CONFIG_FILE_FLAGS) for arg in args)
 
 
 def config_file_arg(args: Sequence[str]) -> str:

@@ -132,21 +132,19 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
             " (parsed TOML), a torchtitan config object or None"
         )
     settings: dict[str, Setting] = {}
-    for key, (kind, default) in FIELDS.items():
+    for key, (_, default) in FIELDS.items():
         section, _, name = key.partition(".")
         holder = getattr(config, section, None)
         if holder is None and section == "model":  # Trainer.Config: model_spec
             holder = getattr(config, "model_spec", None)
-        found = getattr(holder, name, _MISSING)
+        found = getattr(holder, name, None)
         if key in overrides:
             settings[key] = Setting(overrides[key], CLI)
-        elif found is _MISSING or found is None:
+        elif found is None:
             # A config object with no ``model.name`` (registry era) names no
             # model: MoE is then decided by the caller or by the degree.
             settings[key] = Setting("" if section == "model" else default, DEFAULT)
-        else:
-            if kind == "list" and isinstance(found, list):
-                found = tuple(found)
+        else:  # check_value makes a list a tuple
             settings[key] = Setting(check_value(key, found, "config"), CONFIG)
     _check_degrees(settings, "config")
     return settings
@@ -285,7 +283,7 @@ def edits_within(a: str, b: str, limit: int) -> bool:
 CUSTOM_CONFIG_MODULE = "custom_config_module"
 
 
-def check_near_misses(config: Mapping[str, Any], where: str = "") -> None:
+def check_near_misses(config: Mapping[str, Any], where: str) -> None:
     """``ConfigError`` for a table or key of a parsed TOML job config that is a
     typo of one the model reads, naming the one it means."""
     job = config.get("job")

@@ -137,10 +137,8 @@ def marker(environ: Mapping[str, str]) -> tuple[str, str] | None:
     form = next((f for f, text in MARKED.items() if text == marked), None)
     if form is None:
         return None
-    current = environ.get(QUEUES, "")
-    if value == current or (value == UNSET and not current):
-        return value, form
-    return None
+    current = environ.get(QUEUES) or UNSET  # unset or empty: HIP's default
+    return (value, form) if value == current else None
 
 
 def explicit_queues(environ: Mapping[str, str]) -> str | None:

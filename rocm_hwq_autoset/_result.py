@@ -62,8 +62,8 @@ def decode_inputs(text: str) -> Inputs:
         digits = raw[1:] if name == "dp_shard" and raw == "-1" else raw
         if not (digits.isdigit() and digits.isascii()):
             raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-        degrees[name] = int(raw)
-        if degrees[name] == 0 or (degrees[name] < 0 and raw != "-1"):
+        degrees[name] = int(raw)  # >= 0, or dp_shard's -1
+        if degrees[name] == 0:
             raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
     return Inputs(
         moe_from=fields["moe_from"],

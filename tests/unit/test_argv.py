@@ -93,11 +93,13 @@ def test_module_args_errors_name_the_flag(args: list[str], said: str) -> None:
          ("module", "torchtitan.train")),
         (["-m", "x"], ["python", "-Imtorchtitan.train", "x"],
          ("module", "torchtitan.train")),
+        (["-m", "x"], ["python", "-mmy_module", "x"], ("module", "my_module")),
         (["-m", "-m"], ["python", "-m", "mod", "-m"], ("module", "mod")),
         (["-m", "x"], [], ("module", "")),  # Python 3.9: no sys.orig_argv
         (["-c", "x"], ["python", "-c", "pass", "x"], ("command", "")),
         (["/venv/bin/torchrun", "x"], [], ("script", "/venv/bin/torchrun")),
         ([""], [], ("", "")),
+        (["-", "x"], ["python", "-", "x"], ("", "")),  # the program from stdin
         ([], [], ("", "")),
     ],
 )  # fmt: skip
@@ -178,6 +180,8 @@ def test_torchrun_program(
          ["--job.config_file", "x", *DS], True),
         (["/venv/bin/torchrun", "train.py", "--job.config_file=x"], [], "toml",
          ["--job.config_file=x"], False),
+        (["train.py", "--job.config_file=run=3.toml"], [], "toml",
+         ["--job.config_file=run=3.toml"], True),
         # torchtitan with one of the two: a launch whose error is said later
         (["-m", "--module", "x"], ["python", "-m", "torchtitan.train", "--module",
                                    "x"], "module", ["--module", "x"], True),

@@ -255,7 +255,7 @@ def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
         for name in names:
             assert near_miss(f"{section}.{name}") is None, name
     check_near_misses(
-        {s: dict.fromkeys(n, 1) for s, n in TORCHTITAN_0_2_FIELDS.items()}
+        {s: dict.fromkeys(n, 1) for s, n in TORCHTITAN_0_2_FIELDS.items()}, "job.toml"
     )
 
 
@@ -301,6 +301,7 @@ def test_a_custom_config_module_may_add_fields() -> None:
         ("abc", "a", 2, True),
         ("kitten", "sitting", 2, False),
         ("kitten", "sitting", 3, True),
+        ("xab", "ab", 1, True),  # one deletion (or, reversed, one insertion)
         ("", "ab", 2, True),
         ("ab", "", 1, False),
         ("abcdef", "badcfe", 2, False),
@@ -316,13 +317,20 @@ def test_edits_within(a: str, b: str, limit: int, within: bool) -> None:
 def test_settings_round_trip_through_json() -> None:
     settings = recommend(parse_toml(TABLES), argv=["--compile.passes=a,b"]).settings
     assert settings_from_json(settings_to_json(settings)) == settings
-    for bad in (None, [], {"model.name": ["x", "TOML"]},
-                {**settings_to_json(settings), "model.name": ["x", "nowhere"]},
-                {**settings_to_json(settings), "model.name": [3, "TOML"]},
-                {**settings_to_json(settings), "model.name": "x"}):  # fmt: skip
-        with pytest.raises(ConfigError):
+    good = settings_to_json(settings)
+    for bad, said in (
+        (None, "not the fields the model reads"),
+        ([], "not the fields the model reads"),
+        ({"model.name": ["x", "TOML"]}, "not the fields the model reads"),
+        ({**good, "model.name": ["x", "nowhere"]},
+         "model.name: not a value and its source"),
+        ({**good, "model.name": "x"}, "model.name: not a value and its source"),
+        ({**good, "model.name": [3, "TOML"]}, "model.name: 3 is not a string"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError) as caught:
             settings_from_json(bad)
-    assert set(settings_to_json(settings)) == set(FIELDS)
+        assert str(caught.value) == said
+    assert set(good) == set(FIELDS)
 
 
 @pytest.mark.parametrize(

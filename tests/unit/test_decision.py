@@ -695,6 +695,45 @@ def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("environ", "found"),
+    [
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
+         ("8", "module")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
+         ("8", "toml")),
+        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, ("unset", "module")),
+        ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"},
+         ("unset", "toml")),
+        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, None),
+        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, None),
+        ({"ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),  # no value: not ours
+        ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --other"}, None),
+        ({"GPU_MAX_HW_QUEUES": "8"}, None),
+    ],
+)  # fmt: skip
+def test_the_marker_names_our_value_or_nothing(
+    environ: dict[str, str], found: tuple[str, str] | None
+) -> None:
+    assert _decision.marker(environ) == found
+
+
+@pytest.mark.parametrize(
+    ("form", "said"), [("--module", "--module"), ("job.config_file", "job.config_file")]
+)
+def test_a_worker_of_a_launcher_that_failed_does_nothing_and_says_why(
+    form: str, said: str
+) -> None:
+    """The launcher warned once for the node; its workers neither evaluate
+    again nor warn again (verbose mode says why)."""
+    outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": f"unset {form}"}, MODULE_ARGS,
+                      "torchtitan.train")  # fmt: skip
+    assert (outcome.level, outcome.message, outcome.queues) == (
+        "skip", f"the launcher's {said} evaluation failed and said so", None
+    )  # fmt: skip
+
+
 def test_a_marker_whose_value_is_gone_is_no_value() -> None:
     """The value was removed, its marker left: decided afresh, evaluated."""
     outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, MODULE_ARGS,

@@ -16,7 +16,7 @@ from rocm_hwq_autoset._model import (
     queues_for,
     resolve_shard,
 )
-from rocm_hwq_autoset._result import decode_inputs, encode_inputs
+from rocm_hwq_autoset._result import decode_inputs, decode_result, encode_inputs
 
 #: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
 PR_VECTORS = [
@@ -249,3 +249,20 @@ def test_inputs_as_the_repl_shows_them() -> None:
         "Inputs(cp=1, cudagraph=False, dp_replicate=1, dp_shard=-1, ep=1, moe=True,"
         " moe_from='given', overlap=False, pp=1, tp=2)"
     )
+
+
+@pytest.mark.parametrize(
+    "doc", [None, [], {}, {"inputs": 3}, {"settings": {}}, {"inputs": None}]
+)
+def test_what_is_not_an_evaluations_result_is_said(doc: object) -> None:
+    """A child's answer or a cache entry that is not a result: one reason."""
+    with pytest.raises(ConfigError) as caught:
+        decode_result(doc)
+    assert str(caught.value) == "not an evaluation's result"
+
+
+def test_moe_given_by_the_caller_is_said_to_be_given() -> None:
+    rec = recommend({"model": {"name": "llama3"}}, is_moe=True)
+    assert (rec.inputs.moe, rec.inputs.moe_from) == (True, "given")
+    assert "expert_comm" not in rec.lanes  # MoE, but no expert parallelism
+    assert recommend(None).inputs.moe_from == "table"
