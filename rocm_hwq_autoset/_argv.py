@@ -124,7 +124,7 @@ def torchrun_program(args: Sequence[str]) -> tuple[str, str, list[str]] | None:
                 if i < len(args)
                 else None
             )
-        if not is_option(arg) or arg == "-":
+        if not is_option(arg):
             return _ran(arg, args[i:], module, no_python)
         name, eq, _ = arg.partition("=")
         option = _torchrun_option(name if arg.startswith("--") else arg[:2])
@@ -296,10 +296,11 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
         if not arg.startswith("--"):
             continue
         name, has_inline, inline = arg[2:].partition("=")
-        key, negated = _field_for(name.replace("-", "_"))
-        if key is None:
+        field = _field_for(name.replace("-", "_"))
+        if field is None:
             _refuse_near_miss(name)
             continue
+        key, negated = field
         flag = f"--{name}"
         if FIELDS[key][0] == "bool":
             if has_inline or (i < len(args) and not is_option(args[i])):
@@ -322,15 +323,16 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
     return found
 
 
-def _field_for(name: str) -> tuple[str | None, bool]:
-    """The field a normalized flag name sets, and whether it is a ``no_`` flag."""
+def _field_for(name: str) -> tuple[str, bool] | None:
+    """The field a normalized flag name sets, and whether it is a ``no_`` flag;
+    None for a flag of no field of ours."""
     if name in FIELDS:
         return name, False
     section, _, rest = name.partition(".")
     key = f"{section}.{rest[3:]}"
     if rest.startswith("no_") and key in FIELDS and FIELDS[key][0] == "bool":
         return key, True
-    return None, False
+    return None
 
 
 def _refuse_near_miss(name: str) -> None:
@@ -364,9 +366,15 @@ def _negation(key: str) -> str:
 
 
 def is_option(token: str) -> bool:
-    """argparse's rule: a token starting with ``-`` is an option, unless it is a
-    negative number."""
-    return token.startswith("-") and not token[1:].replace(".", "", 1).isdigit()
+    """argparse's rule: a token starting with ``-`` is an option, unless it is
+    ``-`` alone or looks like a negative number (``-2``, ``-2.5``, ``-.5``:
+    argparse's ``^-\\d+$|^-\\d*\\.\\d+$``)."""
+    if not token.startswith("-") or token == "-":
+        return False
+    whole, dot, fraction = token[1:].partition(".")
+    if not dot:
+        return not whole.isdecimal()
+    return not (fraction.isdecimal() and (whole == "" or whole.isdecimal()))
 
 
 def _parse(key: str, raw: str, flag: str) -> Value:

@@ -5,6 +5,8 @@ pytorch/torchtitan #2386, ``_load_config`` after)."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from rocm_hwq_autoset import ConfigError
@@ -12,6 +14,7 @@ from rocm_hwq_autoset._argv import (
     cli_overrides,
     config_file_arg,
     find_launch,
+    is_option,
     module_args,
     program,
     suggest_flag,
@@ -60,6 +63,7 @@ def test_config_file_arg_errors_name_the_flag(args: list[str], said: str) -> Non
         (["--module=m", "--config=c"], ("m", "c")),
         (["--module", "a", "--config", "c", "--module", "b"], ("b", "c")),  # last
         (["--config", "c", "--module", "m", "--training.steps", "2"], ("m", "c")),
+        (["--module=my.recipes", "--config=run=3"], ("my.recipes", "run=3")),
     ],
 )
 def test_module_args(args: list[str], found: tuple[str, str]) -> None:
@@ -285,6 +289,19 @@ def test_errors_where_the_launch_fails(args: list[str], message: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "token",
+    ["-2", "-2.5", "-.5", "-5.", "-1.2.3", "-2e5", "-x", "--a", "-", "--", "x", "",
+     "-\u0661", "-\u00b2", "-1.\u0661", "-1 2"],
+)  # fmt: skip
+def test_what_is_an_option_as_argparse_says(token: str) -> None:
+    """A value that starts with "-" (a negative degree, a path "-") is a value
+    where argparse (tyro's and torchrun's parser) says so."""
+    negative = argparse.ArgumentParser()._negative_number_matcher.match(token)
+    expected = token.startswith("-") and token != "-" and not negative
+    assert is_option(token) is expected
+
+
+@pytest.mark.parametrize(
     ("flag", "meant"),
     [
         ("--compile.enable_fsdp_ag_rs_overlapp", "--compile.enable_fsdp_ag_rs_overlap"),
@@ -301,6 +318,8 @@ def test_errors_where_the_launch_fails(args: list[str], message: str) -> None:
         ("--training.steps", None),
         ("--module", None),
         ("-x.y", None),
+        ("compile.enable_passes", None),  # a value, not a flag
+        ("-compile.enable_passes", None),
     ],
 )  # fmt: skip
 def test_a_flag_a_typo_away_from_ours(flag: str, meant: str | None) -> None:

@@ -250,6 +250,24 @@ TORCHTITAN_0_2_FIELDS = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("parallelism.expert_paralel_degree", "parallelism.expert_parallel_degree"),
+        ("paralelism.tensor_parallel_degree", "parallelism.tensor_parallel_degree"),
+        ("model.nmae", "model.name"),
+        ("model.name", None),
+        # Two edits from "model.name", but its table is no typo of one of ours:
+        ("modelnam.e", None),
+        ("training.steps", None),
+    ],
+)
+def test_a_near_miss_is_within_a_table_close_to_ours(
+    name: str, meant: str | None
+) -> None:
+    assert near_miss(name) == meant
+
+
 def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
     for section, names in TORCHTITAN_0_2_FIELDS.items():
         for name in names:
@@ -312,6 +330,18 @@ def test_a_custom_config_module_may_add_fields() -> None:
 def test_edits_within(a: str, b: str, limit: int, within: bool) -> None:
     assert edits_within(a, b, limit) is within
     assert edits_within(b, a, limit) is within
+
+
+def test_an_error_in_a_file_names_the_file() -> None:
+    for text, said in (
+        (b"parallelism = 3", "job.toml: parallelism: a int, not a table"),
+        (b"[parallelism]\ntensor_parallel_degree = '2'",
+         "job.toml: parallelism.tensor_parallel_degree: '2' is not an integer"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError) as caught:
+            merge(parse_toml(text), {}, "job.toml")
+        assert str(caught.value) == said
+        assert caught.value.args == (caught.value.reason,)  # a ValueError's args
 
 
 def test_settings_round_trip_through_json() -> None:

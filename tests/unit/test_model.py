@@ -266,3 +266,6 @@ def test_moe_given_by_the_caller_is_said_to_be_given() -> None:
     assert (rec.inputs.moe, rec.inputs.moe_from) == (True, "given")
     assert "expert_comm" not in rec.lanes  # MoE, but no expert parallelism
     assert recommend(None).inputs.moe_from == "table"
+    unknown = recommend({"model": {"name": "my_model"}},
+                        argv=["--parallelism.expert_parallel_degree", "2"])  # fmt: skip
+    assert (unknown.inputs.moe, unknown.inputs.moe_from) == (True, "expert degree")

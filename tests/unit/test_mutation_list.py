@@ -1,0 +1,75 @@
+"""The allow-list of equivalent mutants in tools/mutation.py stays true to the
+code: each entry names a module and function that exist, and the line it says
+a mutant changes is in that function (so an entry goes stale loudly, not
+silently, when the code moves on)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "mutation", ROOT / "tools" / "mutation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("mutation", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL = _tool()
+
+
+def _functions(module: str) -> dict[str, str]:
+    """Each function of a package module (``Class.method`` for methods) and its
+    source lines, stripped, as ``report --diffs`` shows them."""
+    path = ROOT / TOOL.source_of(module)
+    text = path.read_text()
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    found: dict[str, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = lines[child.lineno - 1 : child.end_lineno]
+                found[prefix + child.name] = "\n".join(ln.strip() for ln in body)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(tree, "")
+    return found
+
+
+@pytest.mark.parametrize(
+    "entry", TOOL.EQUIVALENT, ids=lambda e: f"{e.module}:{e.function}:{e.after}"
+)
+def test_each_equivalent_mutant_names_a_line_of_the_code(entry: Any) -> None:
+    assert entry.module in TOOL.modules()
+    functions = _functions(entry.module)
+    assert entry.function in functions
+    body = functions[entry.function].splitlines()
+    assert entry.before in body
+    assert entry.after != entry.before and entry.why.strip()
+
+
+def test_the_names_of_mutants_and_modules() -> None:
+    assert TOOL.function_of("rocm_hwq_autoset._x.xǁWaiterǁneed__mutmut_3") == (
+        "Waiter.need"
+    )
+    assert TOOL.function_of("rocm_hwq_autoset._hook.x_fit__mutmut_21") == "fit"
+    assert TOOL.pattern_of("__init__") == "rocm_hwq_autoset.x*"
+    assert TOOL.pattern_of("_cli.verify") == "rocm_hwq_autoset._cli.verify.x*"
+    assert TOOL.source_of("_cli.verify") == "rocm_hwq_autoset/_cli/verify.py"
+    assert "_hook" in TOOL.modules() and "_cli.verify" in TOOL.modules()
