@@ -3,6 +3,7 @@
     python tools/mutation.py run [--workers N] [MODULE ...]
     python tools/mutation.py run --changed [REV]
     python tools/mutation.py run --resume
+    python tools/mutation.py run --again [MODULE ...]
     python tools/mutation.py report [--check] [--diffs] [--stubs]
     python tools/mutation.py equivalents
 
@@ -11,6 +12,10 @@ its settings are ``[tool.mutmut]`` in pyproject.toml) and runs ``tests/unit`` an
 ``tests/cli`` against every mutant of the package, or of the modules named
 (``_decision``, ``_cli.verify``, ``__init__`` ...), or of the modules changed since
 REV (default ``HEAD``: the working tree's changes). Then it reports.
+``--again`` (after adding tests or changing code) tests, with the current tests,
+only the mutants of functions that changed since the last run and those the
+last run left alive: mutmut keeps the results of functions whose code did not
+change.
 
 ``report`` reads the results in ``mutants/`` (of the last run of each module):
 per module, the mutants, how many the tests killed, how many are alive (survived,
@@ -72,7 +77,171 @@ class Equivalent(NamedTuple):
 #: Mutants left alive on purpose, each with the reason no user could tell it
 #: from the code. Matched by module, function and the changed line, so they stay
 #: listed when other code moves.
-EQUIVALENT: list[Equivalent] = []
+EQUIVALENT: list[Equivalent] = [
+    # The start-up path.
+    Equivalent(
+        "__init__",
+        "may_be_launch",
+        'if environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (',
+        'if environ.get("ROCM_HWQ_AUTOSET", "XXXX").strip().lower() in (',
+        "Unset reads as '' or as 'XXXX': neither is an off value, so the"
+        " gate goes on either way.",
+    ),
+    Equivalent(
+        "_argv",
+        "_negation",
+        'section, _, name = key.partition(".")',
+        'section, _, name = key.rpartition(".")',
+        "Every field name has exactly one dot (FIELDS): both split it alike.",
+    ),
+    Equivalent(
+        "_argv",
+        "_field_for",
+        'section, _, rest = name.partition(".")',
+        'section, _, rest = name.rpartition(".")',
+        "A name with two dots makes a key with two dots either way, and no"
+        " field has one.",
+    ),
+    Equivalent(
+        "_argv",
+        "suggest_flag",
+        'section, _, rest = name.partition(".")',
+        'section, _, rest = name.rpartition(".")',
+        "Differs only for a flag with two dots whose last part starts with"
+        " no_ and is a typo of a boolean field's negation (--a.b.no_x):"
+        " no torchtitan flag has two dots.",
+    ),
+    Equivalent(
+        "_argv",
+        "torchrun_program",
+        "module = no_python = False",
+        "module = no_python = None",
+        "Both are only tested for truth.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'token = orig_argv[at] if 0 <= at < len(orig_argv) else ""',
+        'token = orig_argv[at] if 1 <= at < len(orig_argv) else ""',
+        "at = len(orig_argv) - len(argv) is negative without sys.orig_argv"
+        " (Python 3.9) and otherwise at least 2: the interpreter and -m come"
+        " before the arguments.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'token = orig_argv[at] if 0 <= at < len(orig_argv) else ""',
+        'token = orig_argv[at] if 0 < at < len(orig_argv) else ""',
+        "As above: at is never 0.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'token = orig_argv[at] if 0 <= at < len(orig_argv) else ""',
+        'token = orig_argv[at] if 0 <= at <= len(orig_argv) else ""',
+        "argv holds at least '-m' here, so at < len(orig_argv) always.",
+    ),
+    Equivalent(
+        "_config",
+        "_kind",
+        'return "not a plain file"',
+        'return "XXnot a plain fileXX"',
+        "Unreachable on Linux: open() succeeds only on regular files,"
+        " directories, FIFOs and devices, each named above (a socket is"
+        " refused with ENXIO).",
+    ),
+    Equivalent(
+        "_config",
+        "_kind",
+        'return "not a plain file"',
+        'return "NOT A PLAIN FILE"',
+        "As above: unreachable.",
+    ),
+    Equivalent(
+        "_config",
+        "parse_toml",
+        "if sys.version_info >= (3, 11):",
+        "if sys.version_info > (3, 11):",
+        "sys.version_info has five fields: on any 3.11.x it is greater than"
+        " (3, 11) too.",
+    ),
+    Equivalent(
+        "_config",
+        "parse_toml",
+        'text = data.decode("utf-8")',
+        'text = data.decode("UTF-8")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_rocm",
+        "torch_hip_version",
+        '"utf-8", "replace"',
+        '"UTF-8", "replace"',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_config",
+        "from_object",
+        'section, _, name = key.partition(".")',
+        'section, _, name = key.rpartition(".")',
+        "Every field name has exactly one dot (FIELDS).",
+    ),
+    Equivalent(
+        "_config",
+        "_lookup",
+        'section_name, _, name = key.partition(".")',
+        'section_name, _, name = key.rpartition(".")',
+        "Every field name has exactly one dot (FIELDS).",
+    ),
+    Equivalent(
+        "_config",
+        "read_open",
+        "while left > 0:",
+        "while left >= 0:",
+        "With nothing left to read, os.read(fd, 0) returns b'' and the loop"
+        " ends as before: no more bytes are read.",
+    ),
+    Equivalent(
+        "_config",
+        "read_open",
+        'data = b"".join(chunks)',
+        'data = b"XXXX".join(chunks)',
+        "A regular file (the only kind read) gives every byte asked for in"
+        " one read until its end: there is one chunk.",
+    ),
+    Equivalent(
+        "_config",
+        "read_open",
+        "raise ConfigError(exc.strerror or type(exc).__name__) from None",
+        "raise ConfigError(exc.strerror or type(None).__name__) from None",
+        "os.fstat and os.read raise OSError with its strerror set: the"
+        " fallback is never used.",
+    ),
+    Equivalent(
+        "_config",
+        "read_small_file",
+        "raise ConfigError(exc.strerror or type(exc).__name__, path) from None",
+        "raise ConfigError(exc.strerror or type(None).__name__, path) from None",
+        "os.open and os.fstat raise OSError with its strerror set: the"
+        " fallback is never used.",
+    ),
+    Equivalent(
+        "_decision",
+        "switch",
+        'return "on"',
+        'return "XXonXX"',
+        "No caller compares with 'on': decide, doctor and explain test"
+        " 'off', 'force' and 'invalid'.",
+    ),
+    Equivalent("_decision", "switch", 'return "on"', 'return "ON"', "As above."),
+    Equivalent(
+        "_decision",
+        "marker",
+        'value, _, marked = environ.get(ORIGIN, "").partition(" ")',
+        'value, _, marked = environ.get(ORIGIN, "XXXX").partition(" ")',
+        "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
+    ),
+]
 
 
 def module_of(path: Path) -> str:
@@ -129,18 +298,34 @@ def prepare(resume: bool) -> None:
         (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
 
 
-def run(selected: list[str], workers: int, resume: bool = False) -> int:
+def run(
+    selected: list[str], workers: int, resume: bool = False, again: bool = False
+) -> int:
     """mutmut over the modules selected (all if none); ``resume``: only the
-    mutants an interrupted run left untested."""
+    mutants an interrupted run left untested; ``again``: those, then the
+    mutants left alive, with the current tests."""
     prepare(resume)
-    # Without names, mutmut tests only the mutants that have no result yet.
-    every = [pattern_of(m) for m in selected] or [f"{PACKAGE}.*"]
-    patterns = [] if resume else every
+    print("modules:", ", ".join(selected) if selected else "all", flush=True)
+    if resume or again:
+        # Without names, mutmut tests only the mutants that have no result yet
+        # (new, or of a function whose code changed).
+        status = _mutmut([], workers)
+        if status != 0 or not again:
+            return status
+        alive = [name for t in tally() if not selected or t.module in selected
+                 for name in t.alive]  # fmt: skip
+        print(f"again: {len(alive)} mutants left alive", flush=True)
+        return _mutmut(alive, workers) if alive else 0
+    return _mutmut([pattern_of(m) for m in selected] or [f"{PACKAGE}.*"], workers)
+
+
+def _mutmut(names: list[str], workers: int) -> int:
+    """``mutmut run`` for these mutant names or patterns (none: every mutant
+    without a result), its output in ``mutants/mutmut.log``."""
     command = [sys.executable, "-c",
                "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
-               "run", "--max-children", str(workers), *patterns]  # fmt: skip
+               "run", "--max-children", str(workers), *names]  # fmt: skip
     log = MUTANTS / "mutmut.log"
-    print("modules:", ", ".join(selected) if selected else "all", flush=True)
     print(f"mutmut's output: {log.relative_to(ROOT)}", flush=True)
     start = time.monotonic()
     with open(log, "w") as out:
@@ -304,6 +489,10 @@ def main(argv: list[str]) -> int:
     p_run.add_argument(
         "--resume", action="store_true", help="only what an interrupted run left"
     )
+    p_run.add_argument(
+        "--again", action="store_true",
+        help="changed functions' mutants and those left alive, with today's tests",
+    )  # fmt: skip
     p_run.add_argument("--check", action="store_true")
     p_rep = sub.add_parser("report", help="the last results")
     p_rep.add_argument("--check", action="store_true")
@@ -324,7 +513,7 @@ def main(argv: list[str]) -> int:
     unknown = [m for m in selected if m not in modules()]
     if unknown:
         parser.error(f"not a module of {PACKAGE}: {', '.join(unknown)}")
-    status = run(sorted(set(selected)), opts.workers, opts.resume)
+    status = run(sorted(set(selected)), opts.workers, opts.resume, opts.again)
     if status != 0:
         return status
     return report(opts.check, diffs=False, stubs=False)

@@ -259,6 +259,7 @@ TORCHTITAN_0_2_FIELDS = {
         ("model.name", None),
         # Two edits from "model.name", but its table is no typo of one of ours:
         ("modelnam.e", None),
+        ("model.nam.e", "model.name"),  # a flag's name: its table is the first part
         ("training.steps", None),
     ],
 )

@@ -711,6 +711,8 @@ def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None
         ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --other"}, None),
         ({"GPU_MAX_HW_QUEUES": "8"}, None),
+        # Ours is "<Q> <form>": a marker of more words is not ours.
+        ({"GPU_MAX_HW_QUEUES": "8 x", "ROCM_HWQ_AUTOSET_ORIGIN": "8 x --module"}, None),
     ],
 )  # fmt: skip
 def test_the_marker_names_our_value_or_nothing(

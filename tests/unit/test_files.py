@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_hwq_autoset import ConfigError
-from rocm_hwq_autoset._config import read_small_file
+from rocm_hwq_autoset._config import read_open, read_small_file
 
 
 def test_regular_file(tmp_path: Path) -> None:
@@ -77,3 +77,25 @@ def test_proc_file_with_zero_size_is_bounded() -> None:
     # /proc files report size 0 and still have content: the read is bounded anyway.
     with pytest.raises(ConfigError, match="more than the 16 bytes"):
         read_small_file("/proc/self/status", 16)
+
+
+def test_a_file_that_says_it_is_empty_is_read_no_further_than_the_limit() -> None:
+    """/proc files report size 0 and have content: the reader stops one byte
+    past the limit (a file that grows after its stat is caught the same way)."""
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        assert os.fstat(fd).st_size == 0
+        with pytest.raises(ConfigError) as caught:
+            read_open(fd, 10)
+        assert str(caught.value) == "more than the 10 bytes read"
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 11
+    finally:
+        os.close(fd)
+
+
+def test_an_os_error_is_said_as_the_os_says_it() -> None:
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)  # no longer open
+    with pytest.raises(ConfigError) as caught:
+        read_open(fd, 10)
+    assert str(caught.value) == "Bad file descriptor"
