@@ -306,16 +306,30 @@ def run(
     mutants left alive, with the current tests."""
     prepare(resume)
     print("modules:", ", ".join(selected) if selected else "all", flush=True)
-    if resume or again:
-        # Without names, mutmut tests only the mutants that have no result yet
-        # (new, or of a function whose code changed).
-        status = _mutmut([], workers)
-        if status != 0 or not again:
+    if resume:
+        # Without names, mutmut tests only the mutants that have no result yet.
+        return _mutmut([], workers)
+    if again:
+        # mutmut writes the mutants again and forgets the results of each
+        # function whose code changed; with one name it tests one mutant.
+        known = [n for m, meta in _results().items() if not selected or m in selected
+                 for n in meta["exit_code_by_key"]]  # fmt: skip
+        if not known:  # never run: everything
+            return _mutmut(
+                [pattern_of(m) for m in selected] or [f"{PACKAGE}.*"], workers
+            )
+        status = _mutmut(known[:1], workers)
+        if status != 0:
             return status
-        alive = [name for t in tally() if not selected or t.module in selected
-                 for name in t.alive]  # fmt: skip
-        print(f"again: {len(alive)} mutants left alive", flush=True)
-        return _mutmut(alive, workers) if alive else 0
+        names = [
+            name
+            for module, meta in _results().items()
+            if not selected or module in selected
+            for name, code in meta["exit_code_by_key"].items()
+            if code is None or (code not in KILLED and listed(module, name) is None)
+        ]
+        print(f"again: {len(names)} mutants new or left alive", flush=True)
+        return _mutmut(names, workers) if names else 0
     return _mutmut([pattern_of(m) for m in selected] or [f"{PACKAGE}.*"], workers)
 
 
