@@ -71,14 +71,14 @@ def build_parser() -> tuple[
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(metavar="COMMAND", required=True)
 
     def command(name: str, help_: str, example: str) -> argparse.ArgumentParser:
         return sub.add_parser(
             name, help=help_,
             description=textwrap.fill(help_, 79) + "\n\n"
             + textwrap.fill(TRAINING_ARGS_HELP, 79),
-            epilog=example, allow_abbrev=False, formatter_class=_Formatter,
+            epilog=example, formatter_class=_Formatter,
         )  # fmt: skip
 
     explain = command(
@@ -129,24 +129,24 @@ def build_parser() -> tuple[
 def is_training_arg(arg: str) -> bool:
     """Whether an option is shaped like a torchtitan flag: ``--section.field``
     (with ``=VALUE`` or not), ``--module`` or ``--config``."""
-    name = arg.split("=", 1)[0]
+    name = arg.partition("=")[0]
     if name in (MODULE_FLAG, CONFIG_FLAG):
         return True
     section, dot, field = name[2:].partition(".")
     return name.startswith("--") and bool(section) and bool(dot) and bool(field)
 
 
-def own_options(parser: argparse.ArgumentParser) -> dict[str, int]:
-    """A command's own options, each with how many values it takes."""
+def own_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """A command's own options, each with whether it takes a value."""
     return {
-        option: 0 if action.nargs == 0 else 1
+        option: action.nargs != 0
         for action in parser._actions
         for option in action.option_strings
     }
 
 
 def split_args(
-    command: str, options: dict[str, int], args: Sequence[str]
+    command: str, options: dict[str, bool], args: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     """The command's own arguments and the training arguments, in order.
     ``ConfigError`` names an argument that is neither."""
@@ -156,7 +156,7 @@ def split_args(
     i = 0
     while i < len(args):
         arg = args[i]
-        name = arg.split("=", 1)[0]
+        name = arg.partition("=")[0]
         if arg == "--":
             training += args[i + 1 :]
             break
@@ -170,7 +170,7 @@ def split_args(
             training.append(arg)
             in_training = True
         elif is_option(arg):
-            close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(name, options)  # the closest first
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"unrecognized option{hint}", f"{command}: {name}")
         elif in_training:

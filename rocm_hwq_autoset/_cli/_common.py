@@ -59,10 +59,6 @@ def fail(message: str, out: TextIO | None = None) -> int:
     return 2
 
 
-def warn(message: str) -> None:
-    sys.stderr.write(f"{PROG}: warning: {fit(message, limit=MAX_ERROR)}\n")
-
-
 _verdict: list[tuple[bool, str]] = []
 
 
@@ -108,7 +104,7 @@ class Reading:
         # No launch: torchtitan's defaults and the flags given (TOML era).
         self.launch = found or Launch(TOML_FORM, self.training, True)
         self.world_size = world_size(environ)
-        self.found = ""
+        self.found: str | None = None
         """How a ``--module`` evaluation was found, once it was."""
         self._evaluated: Any = None
         self._rec: Recommendation | None = None

@@ -26,7 +26,6 @@ from .._decision import (
     WARNING,
     Outcome,
     explicit_problem,
-    explicit_queues,
     log_level,
     marker,
     switch,
@@ -115,16 +114,15 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     if log_problem:
         checks.append(Check("FAIL", LOG, log_problem))
     value = os.environ.get(QUEUES)
-    explicit = explicit_queues(os.environ)
+    marked = marker(os.environ)
     if not value:
         checks.append(
             Check("ok", QUEUES, f"unset (HIP's default: {HIP_DEFAULT_QUEUES})")
         )
-    elif explicit is None:
-        form = (marker(os.environ) or ("", ""))[1]
+    elif marked is not None:
         checks.append(Check("ok", QUEUES, f"{value}, set by rocm-hwq-autoset in a"
-                            f" parent process ({form})"))  # fmt: skip
-    elif explicit_problem(explicit):
+                            f" parent process ({marked[1]})"))  # fmt: skip
+    elif explicit_problem(value):  # set, and not by this package: explicit
         checks.append(Check("FAIL", QUEUES, f"{value!r}, set by you, is not a"
                             " positive integer: HIP cannot use it"))  # fmt: skip
     else:

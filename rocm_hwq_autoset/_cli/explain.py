@@ -55,7 +55,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     current = os.environ.get(QUEUES)
     if opts.json:
         doc = as_json(rec, source=source)
-        doc["evaluation"] = reading.found or None
+        doc["evaluation"] = reading.found
         doc["environment"] = {
             "rocm": on_rocm,
             "rocm_evidence": evidence,
@@ -160,13 +160,14 @@ def _resolution(rec: Recommendation) -> str:
 
 
 def _moe(rec: Recommendation) -> str:
+    """How MoE was decided: the child looked into the model (``--module``), or
+    the model table and the expert degree did (a TOML launch). (``is_moe``, the
+    API's way to give it, never reaches a command.)"""
     inputs = rec.inputs
     kind = "MoE" if inputs.moe else "dense"
     if inputs.moe_from == "traverse":
         has = "has" if inputs.moe else "has no"
         return f"the model {has} MoE layers (model_spec.model.traverse(MoE.Config))"
-    if inputs.moe_from == "given":
-        return f"the model is {kind} (as given)"
     name = rec.settings["model.name"].value
     flavor = rec.settings["model.flavor"].value
     label = f"model {name} ({flavor})"
@@ -181,7 +182,7 @@ def as_text(
     rec: Recommendation,
     *,
     source: str,
-    found: str,
+    found: str | None,
     environment: dict[str, str],
 ) -> str:
     """The human report: lanes with their causes, Q, and what the hook would do."""
@@ -202,7 +203,7 @@ def as_text(
             f"{QUEUES}={rec.queues}  ({len(rec.lanes)} streams, rounded up to"
             f" a power of two as PR #4032 does; HIP's default:"
             f" {HIP_DEFAULT_QUEUES})",
-            79, subsequent_indent="  ", break_long_words=False,
+            79, subsequent_indent="  ",
         ),
         "",
         "in this environment:",
@@ -232,10 +233,7 @@ def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
             for lane, counted, facts in rec.table
         ],
         "settings": {
-            key: {
-                "value": list(s.value) if isinstance(s.value, tuple) else s.value,
-                "source": s.source,
-            }
+            key: {"value": s.value, "source": s.source}
             for key, s in rec.settings.items()
         },
         "reasons": why,

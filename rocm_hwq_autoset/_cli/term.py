@@ -16,8 +16,7 @@ _NBSP = "\u00a0"  # textwrap breaks only at ASCII white space
 def use_colour(stream: TextIO) -> bool:
     if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value
         return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return stream.isatty()
 
 
 def paint(text: str, colour: str, stream: TextIO) -> str:

@@ -52,10 +52,10 @@ class _Window:
             return False
         data = self.raw.read(CHUNK)
         self.eof = not data
-        text = self.decoder.decode(data, final=self.eof)
-        self.buf = self.buf[self.pos :] + text
+        # At the end, a character cut short raises UnicodeDecodeError.
+        self.buf = self.buf[self.pos :] + self.decoder.decode(data, final=self.eof)
         self.pos = 0
-        return bool(text) or not self.eof
+        return not self.eof
 
     def peek(self) -> str:
         """The next non-space character ("" at the end)."""
@@ -80,7 +80,8 @@ class _Window:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
-                if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+                # That many characters and no whole value: it is longer.
+                if len(self.buf) - self.pos >= MAX_VALUE_CHARS:
                     raise TraceError(
                         f"a JSON value larger than {MAX_VALUE_CHARS} characters"
                     ) from None
@@ -126,7 +127,7 @@ def events(raw: IO[bytes]) -> Iterator[Any]:
             raise TraceError("not JSON") from None
         if window.peek():  # "42abc": a number, then something else
             raise TraceError("not JSON")
-        raise TraceError(f"{NOT_A_TRACE}: a JSON {_JSON_NAMES.get(kind, kind)}")
+        raise TraceError(f"{NOT_A_TRACE}: a JSON {_JSON_NAMES[kind]}")
     window.pos += 1
     found = False
     while window.peek() != "}":
@@ -155,7 +156,7 @@ def open_trace(path: str) -> IO[bytes]:
         raise TraceError(exc.strerror or type(exc).__name__) from None
     if raw.read(2) == GZIP_MAGIC:
         raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     raw.seek(0)
     return raw
 
@@ -230,7 +231,7 @@ def _gpu_stream(event: Any) -> tuple[Any, Any, Any, bool] | None:
     if not isinstance(args, dict):
         return None
     if phase == "X":
-        category = str(event.get("cat", "")).lower()
+        category = str(event.get("cat")).lower()  # no "cat": "none"
         if (
             "device" in args
             and "stream" in args

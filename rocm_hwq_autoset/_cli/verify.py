@@ -44,7 +44,7 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
     if opts.training:
         reading = Reading(opts.training, training_environ(None))
         return reading.rec.queues, "the training arguments (as explain computes it)"
-    value = os.environ.get(QUEUES, "")
+    value = os.environ.get(QUEUES)
     if not value:  # HIP reads an empty value as unset
         return HIP_DEFAULT_QUEUES, f"HIP's default ({QUEUES} unset)"
     queues = positive_int(value)
@@ -114,9 +114,11 @@ def _order(item: tuple[tuple[Any, Any], object]) -> tuple[object, ...]:
     return (*_sortable(device), priority is not None, *_sortable(priority))
 
 
-def _sortable(value: Any) -> tuple[bool, int, str]:
-    number = isinstance(value, int)
-    return (not number, value if number else 0, "" if number else str(value))
+def _sortable(value: object) -> tuple[bool, int | str]:
+    """Numbers first, in order, then names (a pool's priority may be None)."""
+    if isinstance(value, int):
+        return False, value
+    return True, str(value)
 
 
 def _label(pool: tuple[object, object]) -> str:

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from rocm_hwq_autoset import __version__
-from rocm_hwq_autoset._cli import build_parser, main, own_options, split_args
+from rocm_hwq_autoset._cli import (
+    TRAINING_ARGS_HELP,
+    build_parser,
+    main,
+    own_options,
+    split_args,
+)
 from rocm_hwq_autoset._cli.term import paint
 
 from ..data import EP2_OVERLAP, EXPECTED, write_job
@@ -264,7 +270,10 @@ def test_passthrough_and_defaults(
         ("explain", ["--jsno"], "explain: --jsno: unrecognized option; did you mean"
          " --json?"),
         ("explain", ["--foo", "bar"], "explain: --foo: unrecognized option"),
-        ("explain", ["job.toml"], "explain: unexpected argument 'job.toml'"),
+        ("explain", ["--foo=x.y=z"], "explain: --foo: unrecognized option"),
+        ("explain", ["--.x.y"], "explain: --.x.y: unrecognized option"),
+        ("explain", ["job.toml"],
+         f"explain: unexpected argument 'job.toml'; {TRAINING_ARGS_HELP}"),
         ("verify", ["t.json", "--queue", "8"], "verify: --queue: unrecognized"
          " option; did you mean --queues?"),
         ("doctor", ["--verbose"], "doctor: --verbose: unrecognized option"),
@@ -275,7 +284,26 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
 ) -> None:
     assert main([command, *args]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith(PREFIX + message) and err.count("\n") == 1
+    assert out == "" and err == f"{PREFIX}{message}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "option"),
+    [
+        ("explain", ["--job.config_file", "job.toml", "--world-size"], "--world-size"),
+        ("verify", ["t.json", "--queues"], "--queues"),
+    ],
+)
+def test_an_option_of_ours_without_its_value_is_a_usage_error(
+    command: str, args: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse says so, with the command's usage; nothing is read."""
+    with pytest.raises(SystemExit) as stop:
+        main([command, *args])
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"usage: rocm-hwq-autoset {command} ")
+    assert err.endswith(f"error: argument {option}: expected one argument\n")
 
 
 @pytest.mark.parametrize(
@@ -291,6 +319,7 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
             ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
         ),
         ([], ["--json"], ["--", "--json"]),
+        (["--json"], ["--a.b", "1", "--c.d"], ["--a.b", "1", "--json", "--", "--c.d"]),
         ([], ["--module=pkg=x", "--config", "c"], ["--module=pkg=x", "--config", "c"]),
     ],
 )

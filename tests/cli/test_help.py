@@ -92,6 +92,13 @@ def test_each_commands_help(command: str, capsys: pytest.CaptureFixture[str]) ->
     usage, said, examples = HELP[command]
     text = help_of(capsys, command)
     assert " ".join(text.split("\n\n")[0].split()) == usage
+    # The description and the training arguments, each a paragraph filled to
+    # 79 columns: no line could have taken the next line's first word.
+    for paragraph, words in zip(text.split("\n\n")[1:3], said):
+        assert " ".join(paragraph.split()) == words
+        lines = paragraph.splitlines()
+        for line, after in zip(lines, lines[1:]):
+            assert len(line) <= 79 < len(line) + 1 + len(after.split()[0])
     flat = " ".join(text.split())
     for words in said:
         assert words in flat

@@ -119,6 +119,17 @@ def test_explain_sources_and_model(
     )
 
 
+def test_explain_says_a_dense_model_has_no_moe_layers(
+    standin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, *LLAMA, "--parallelism.expert_parallel_degree", "2")
+    assert doc["inputs"]["moe"] is False and doc["inputs"]["moe_from"] == "traverse"
+    assert doc["reasons"]["expert_comm"] == (
+        "the model has no MoE layers (model_spec.model.traverse(MoE.Config));"
+        " parallelism.expert_parallel_degree = 2 (CLI)"
+    )
+
+
 def test_the_evaluation_is_cached_and_said(
     standin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -144,7 +155,9 @@ def test_verify_evaluates_a_module_launch_as_explain_does(
     assert main(["verify", "--json", trace, *args]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["queues"] == 8  # the config's 5 lanes, not torchtitan's defaults
-    assert doc["queues"] == explain_json(capsys, *args)["queues"]
+    again = explain_json(capsys, *args)  # verify left its evaluation in the cache
+    assert again["queues"] == 8 and again["evaluation"].startswith("from the cache (")
+    assert len(evaluations(standin)) == 1
 
 
 def test_explain_world_size(

@@ -98,6 +98,7 @@ def test_array_form(tmp_path: Path) -> None:
         (b"hello", "not JSON"),
         (b"42abc", "not JSON"),
         (b"-", "not JSON"),
+        (b"\xc3", "binary data, not JSON text"),  # a character cut short
         (b'{"foo": 1, "bar": [1, 2]}',
          "JSON, but not a profiler trace: an object without traceEvents"),
         (b'"just a string"', "JSON, but not a profiler trace: a JSON string"),
@@ -140,6 +141,82 @@ def test_truncated_gzip_and_missing(tmp_path: Path) -> None:
         count_streams(str(tmp_path / "missing.json"))
     with pytest.raises(TraceError, match="directory"):
         count_streams(str(tmp_path))
+
+
+def test_white_space_around_the_document_and_none_inside(tmp_path: Path) -> None:
+    """A trace written without spaces (``separators=(",", ":")``), with blank
+    lines before and after, counts as the spaced one does."""
+    compact = json.dumps(profiler_trace(), separators=(",", ":"))
+    path = tmp_path / "compact.json"
+    path.write_text(f"\n  {compact}\n\n")
+    assert count_streams(str(path)) == TRACE_POOLS
+
+
+def test_the_lanes_named_by_metadata(tmp_path: Path) -> None:
+    """A ``thread_name`` event named ``stream N`` is a lane of device ``pid``:
+    stream ``tid``, or N where the event has no ``tid``. Other metadata naming
+    a stream, and thread names of CPU threads, are no lanes."""
+    events = [
+        kernel(0, 1),
+        thread_name(0, 5, "stream 9 "),
+        {"ph": "M", "name": "thread_name", "pid": 1, "args": {"name": "stream 12 "}},
+        {"ph": "M", "name": "process_name", "pid": 2, "tid": 3,
+         "args": {"name": "stream 3"}},
+        thread_name(3, 4, "thread 4 (python)"),
+    ]  # fmt: skip
+    path = write_trace(tmp_path / "t.json", trace(events))
+    assert count_streams(path) == {(0, None): {1, 5}, (1, None): {12}}
+
+
+def test_devices_and_streams_given_as_text(tmp_path: Path) -> None:
+    """A number written as text is that number: device "1" is device 1, stream
+    "5" stream 5. A name stays a name, and true is no device 1."""
+    events = [kernel(1, 5), kernel("1", "5"), kernel(1, "6"), kernel("gpu", "a"),
+              kernel(True, 1)]  # fmt: skip
+    path = write_trace(tmp_path / "t.json", trace(events))
+    assert count_streams(path) == {
+        (1, None): {5, 6}, ("gpu", None): {"a"}, ("True", None): {1}
+    }  # fmt: skip
+
+
+def test_a_trace_is_read_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays flat whatever the trace's size: the first event comes
+    after a chunk or two of the file, not all of it."""
+    monkeypatch.setattr(_traces, "CHUNK", 64)
+    path = write_trace(tmp_path / "t.json", trace([kernel(0, s) for s in range(200)]))
+    with open(path, "rb") as raw:
+        assert next(_traces.events(raw)) == kernel(0, 0)
+        assert raw.tell() <= 6 * 64 < Path(path).stat().st_size // 100
+
+
+def test_a_json_value_longer_than_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bound on memory for bad input: an event (or another field) of
+    ``MAX_VALUE_CHARS`` characters is read, a longer one refused; the bound is
+    on each value, so many small ones in a large chunk are fine."""
+    monkeypatch.setattr(_traces, "MAX_VALUE_CHARS", 100)
+
+    def event(chars: int) -> dict[str, Any]:
+        doc = {"ph": "X", "cat": "kernel", "name": "",
+               "args": {"device": 0, "stream": 1}}  # fmt: skip
+        doc["name"] = "n" * (chars - len(json.dumps(doc)))
+        assert len(json.dumps(doc)) == chars
+        return doc
+
+    monkeypatch.setattr(_traces, "CHUNK", 1)
+    fits = write_trace(tmp_path / "fits.json", [event(100)])
+    assert count_streams(fits) == {(0, None): {1}}
+    long = write_trace(tmp_path / "long.json", [event(101)])
+    with pytest.raises(TraceError) as caught:
+        count_streams(long)
+    assert str(caught.value) == "a JSON value larger than 100 characters"
+    monkeypatch.setattr(_traces, "CHUNK", 4096)
+    many = [{**event(90), "args": {"device": 0, "stream": s}} for s in range(100)]
+    path = write_trace(tmp_path / "many.json", many)
+    assert count_streams(path) == {(0, None): set(range(100))}
 
 
 def reference_count(doc: Any) -> dict[Any, set[Any]]:
@@ -273,6 +350,9 @@ def test_a_value_hip_cannot_use_is_named_never_taken_for_unset(
          "no GPU activity: no kernel, memcpy or memset events (a CPU-only trace?)"),
         (b'{"schemaVersion": 1}',
          "JSON, but not a profiler trace: an object without traceEvents"),
+        (b'{"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 7,'
+         b' "args": {"name": "stream 7 "}}]}',
+         "no GPU activity: no kernel, memcpy or memset events (a CPU-only trace?)"),
     ],
 )  # fmt: skip
 def test_json_without_gpu_activity_is_said(
@@ -303,6 +383,7 @@ def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:
         ("T.json", b"\x00\x01\x02\x03" * 64, "binary data, not JSON text"),
         ("T.json.gz", gzip.compress(bytes(range(256)) * 8),
          "binary data, not JSON text"),
+        ("T.json.gz", gzip.compress(b"hello, world\n"), "not JSON"),
         ("T.json.gz", b"\x1f\x8b" + bytes(64), "not gzip data after a gzip header"),
     ],
 )  # fmt: skip
