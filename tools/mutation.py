@@ -241,6 +241,186 @@ EQUIVALENT: list[Equivalent] = [
         'value, _, marked = environ.get(ORIGIN, "XXXX").partition(" ")',
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
+    # The command line (_cli).
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        "allow_abbrev=False,",
+        "allow_abbrev=None,",
+        "argparse only tests allow_abbrev for truth, and None is as false as False.",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        'description=textwrap.fill(help_, 79) + "\\n\\n"',
+        'description=textwrap.fill(help_, 80) + "\\n\\n"',
+        "The three help texts are constants that wrap at the same places at"
+        " 80 columns as at 79 (no line could take another word).",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        "+ textwrap.fill(TRAINING_ARGS_HELP, 79),",
+        "+ textwrap.fill(TRAINING_ARGS_HELP, 80),",
+        "TRAINING_ARGS_HELP is a constant that wraps at the same places at"
+        " 80 columns as at 79 (no line could take another word).",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "main",
+        "return 2  # pragma: no cover - parse_args exits",
+        "return 3  # pragma: no cover - parse_args exits",
+        "parse_args exits (help, version or a usage error) for every"
+        " argument list that reaches it, so no status is returned here.",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "split_args",
+        "in_training = False  # after a training flag: its values",
+        "in_training = None  # after a training flag: its values",
+        "in_training is only tested for truth, and None is as false as False.",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "split_args",
+        "in_training = False",
+        "in_training = None",
+        "in_training is only tested for truth, and None is as false as False.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "Reading.__init__",
+        'self.orig_argv = [sys.executable, "-m", "torchtitan.train", *self.training]',
+        'self.orig_argv = [sys.executable, "XX-mXX", "torchtitan.train",'
+        " *self.training]",
+        "_argv.program reads only the token just before the arguments (the"
+        " module's name), never the option before it.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "Reading.__init__",
+        'self.orig_argv = [sys.executable, "-m", "torchtitan.train", *self.training]',
+        'self.orig_argv = [sys.executable, "-M", "torchtitan.train", *self.training]',
+        "_argv.program reads only the token just before the arguments (the"
+        " module's name), never the option before it.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "Reading.__init__",
+        "self.launch = found or Launch(TOML_FORM, self.training, True)",
+        "self.launch = found or Launch(None, self.training, True)",
+        "A launch's form is only compared with MODULE_FORM (here and in"
+        " recommend_launch), so any other form reads as TOML.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "Reading.__init__",
+        "self.launch = found or Launch(TOML_FORM, self.training, True)",
+        "self.launch = found or Launch(TOML_FORM, self.training, None)",
+        "in_process is read only for a --module launch (_registry_parent),"
+        " never for this TOML one.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "Reading.__init__",
+        "self.launch = found or Launch(TOML_FORM, self.training, True)",
+        "self.launch = found or Launch(TOML_FORM, self.training, False)",
+        "in_process is read only for a --module launch (_registry_parent),"
+        " never for this TOML one.",
+    ),
+    Equivalent(
+        "_cli.doctor",
+        "cache_checks",
+        "cache, problem = open_cache(os.environ, create=False)",
+        "cache, problem = open_cache(os.environ, create=None)",
+        "open_cache only tests create for truth, and None is as false as False.",
+    ),
+    Equivalent(
+        "_cli.doctor",
+        "run",
+        'out.write("\\n" + textwrap.fill(summary, 79, break_long_words=False,',
+        'out.write("\\n" + textwrap.fill(summary, 79, break_long_words=None,',
+        "textwrap only tests break_long_words for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli.doctor",
+        "run",
+        'break_on_hyphens=False) + "\\n")  # fmt: skip',
+        'break_on_hyphens=None) + "\\n")  # fmt: skip',
+        "textwrap only tests break_on_hyphens for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli.explain",
+        "as_text",
+        '79, subsequent_indent="  ",',
+        '80, subsequent_indent="  ",',
+        "Q is 2, 4 or 8 and the lanes one digit, so the Q line's first line"
+        " is always 79 characters and its next word does not fit 80 either.",
+    ),
+    Equivalent(
+        "_cli.term",
+        "row",
+        "break_on_hyphens=False,",
+        "break_on_hyphens=None,",
+        "textwrap only tests break_on_hyphens for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli.term",
+        "row",
+        "break_long_words=False,",
+        "break_long_words=None,",
+        "textwrap only tests break_long_words for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "_Window.__init__",
+        'self.decoder = codecs.getincrementaldecoder("utf-8")()',
+        'self.decoder = codecs.getincrementaldecoder("UTF-8")()',
+        "Codec names are looked up case-insensitively: the same decoder.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "_Window.__init__",
+        "self.pos = 0",
+        "self.pos = 1",
+        "The window starts empty, and the first fill() keeps buf[pos:] of"
+        " an empty buf and sets pos to 0 before anything reads it.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "_Window.__init__",
+        "self.eof = False",
+        "self.eof = None",
+        "Only `if self.eof` reads it before fill() sets a bool, and None is"
+        " as false as False.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "events",
+        "found = False",
+        "found = None",
+        "found is only tested for truth, and None is as false as False.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "open_trace",
+        "raise TraceError(exc.strerror or type(exc).__name__) from None",
+        "raise TraceError(exc.strerror or type(None).__name__) from None",
+        "open() fails with an errno, so its OSError always has a strerror"
+        " and the name after `or` is never used.",
+    ),
+    Equivalent(
+        "_cli.traces",
+        "count_streams",
+        "traced = worked = False",
+        "traced = worked = None",
+        "Both are only tested for truth (`worked or work`, `if not"
+        " traced`), and None is as false as False.",
+    ),
 ]
 
 
