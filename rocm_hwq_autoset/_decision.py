@@ -146,7 +146,7 @@ def explicit_queues(environ: Mapping[str, str]) -> str | None:
 
     An empty value counts as unset: HIP reads it as its default.
     """
-    value = environ.get(QUEUES, "")
+    value = environ.get(QUEUES)
     if not value or marker(environ) is not None:
         return None
     return value
@@ -303,13 +303,14 @@ def recommend_launch(
         if evaluated is None:
             raise ConfigError("a --module/--config launch needs its evaluation")
         return Recommendation(evaluated[0], world_size, evaluated[1])
-    config, path = None, ""  # no job config: torchtitan's defaults
-    if has_config_file(launch.args):
+    if not has_config_file(launch.args):  # torchtitan's defaults, and the flags
+        settings = merge(None, cli_overrides(launch.args))
+    else:
         if read_toml is None:
             raise ConfigError("a TOML launch needs its reader")
         path = config_file_arg(launch.args)
         config = read_toml(path)  # torchtitan reads the file before the flags
-    settings = merge(config, cli_overrides(launch.args), path)
+        settings = merge(config, cli_overrides(launch.args), path)
     return Recommendation(read_inputs(settings), world_size, settings)
 
 

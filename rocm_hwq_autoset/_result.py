@@ -76,7 +76,7 @@ def decode_inputs(text: str) -> Inputs:
 
 def settings_to_json(settings: Mapping[str, Setting]) -> dict[str, list[object]]:
     return {
-        key: [list(s.value) if isinstance(s.value, tuple) else s.value, s.source]
+        key: [s.value, s.source]  # a tuple (a list field's) is a JSON array
         for key, s in settings.items()
     }
 

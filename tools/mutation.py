@@ -204,6 +204,14 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_config",
         "read_open",
+        "while left > 0:",
+        "while left > 1:",
+        "A regular file gives every byte asked for: left goes from limit + 1"
+        " straight to 0, or the file ends first.",
+    ),
+    Equivalent(
+        "_config",
+        "read_open",
         'data = b"".join(chunks)',
         'data = b"XXXX".join(chunks)',
         "A regular file (the only kind read) gives every byte asked for in"
@@ -240,6 +248,21 @@ EQUIVALENT: list[Equivalent] = [
         'value, _, marked = environ.get(ORIGIN, "").partition(" ")',
         'value, _, marked = environ.get(ORIGIN, "XXXX").partition(" ")',
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
+    ),
+    Equivalent(
+        "_decision",
+        "timeout",
+        'if not 0 < value < float("inf"):',
+        'if not 0 < value < float("INF"):',
+        "float() reads 'inf' in any case.",
+    ),
+    Equivalent(
+        "_result",
+        "settings_from_json",
+        'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
+        "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
+        "An error names the field alone when the place is '' or None alike"
+        " (_config._named tests it for truth).",
     ),
     # The command line (_cli).
     Equivalent(

@@ -276,9 +276,12 @@ def test_overrides(args: list[str], expected: dict[str, object]) -> None:
         (["--parallelism.expert_parallel_degree"], "expects a value"),
         (["--parallelism.expert_parallel_degree", "--training.steps", "2"],
          "expects a value"),
-        (["--compile.enable_fsdp_ag_rs_overlap", "False"], "takes no value"),
-        (["--compile.enable_fsdp_ag_rs_overlap=true"], "takes no value"),
-        (["--compile.no-enable_passes=1"], "takes no value"),
+        (["--compile.enable_fsdp_ag_rs_overlap", "False"],
+         r"takes no value \(got 'False'\); use --compile.enable_fsdp_ag_rs_overlap"
+         r" or --compile.no-enable_fsdp_ag_rs_overlap$"),
+        (["--compile.enable_fsdp_ag_rs_overlap=true"],
+         r"takes no value \(got 'true'\)"),
+        (["--compile.no-enable_passes=1"], r"takes no value \(got '1'\)"),
         (["--model.name"], "expects a value"),
     ],
 )  # fmt: skip

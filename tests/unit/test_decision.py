@@ -453,6 +453,23 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         assert outcome.message == "rocm-hwq-autoset's own command"
 
 
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("", 120.0), (" ", 120.0), ("0.5", 0.5), ("30", 30.0), ("1e3", 1000.0),
+     ("0", None), ("-1", None), ("inf", None), ("nan", None), ("soon", None)],
+)  # fmt: skip
+def test_the_timeout(raw: str, seconds: float | None) -> None:
+    environ = {"ROCM_HWQ_AUTOSET_TIMEOUT": raw}
+    if seconds is not None:
+        assert _decision.timeout(environ) == seconds
+        return
+    with pytest.raises(ConfigError) as caught:
+        _decision.timeout(environ)
+    assert str(caught.value) == (
+        f"ROCM_HWQ_AUTOSET_TIMEOUT: {raw!r} is not a positive number of seconds"
+    )
+
+
 def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
     outcome = _decision.decide(
         {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
@@ -480,9 +497,10 @@ def test_recommend_launch_is_the_one_path(tmp_path: Path) -> None:
         evaluated = (read_inputs(a.settings), a.settings)
         b = _decision.recommend_launch(module, world, evaluated=evaluated)
         assert (a.queues, a.lanes) == (b.queues, b.lanes)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^a --module/--config launch needs its"
+                       r" evaluation$"):  # fmt: skip
         _decision.recommend_launch(module, None)
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^a TOML launch needs its reader$"):
         _decision.recommend_launch(toml, None)
 
 
