@@ -73,3 +73,9 @@ def test_the_names_of_mutants_and_modules() -> None:
     assert TOOL.pattern_of("_cli.verify") == "rocm_hwq_autoset._cli.verify.x*"
     assert TOOL.source_of("_cli.verify") == "rocm_hwq_autoset/_cli/verify.py"
     assert "_hook" in TOOL.modules() and "_cli.verify" in TOOL.modules()
+
+
+def test_the_docs_show_the_list_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    TOOL.equivalents()
+    table = capsys.readouterr().out
+    assert table.strip() in (ROOT / "docs" / "mutation.md").read_text()
