@@ -69,7 +69,7 @@ _ON = ("", "1", "on", "true", "yes")
 
 def location(environ: Mapping[str, str]) -> str:
     """The cache directory for this environment."""
-    chosen = environ.get(DIRECTORY, "")
+    chosen = environ.get(DIRECTORY)
     if chosen:
         return os.path.abspath(os.path.expanduser(chosen))
     xdg = environ.get("XDG_CACHE_HOME", "")
@@ -80,16 +80,13 @@ def location(environ: Mapping[str, str]) -> str:
 
 
 def key(args: Sequence[str], environ: Mapping[str, str]) -> str:
-    """What a launch must match exactly to use an entry, hashed."""
-    fields = {
-        "format": FORMAT,
-        "python": [sys.executable, sys.version],
-        "cwd": os.getcwd(),
-        "args": list(args),
-        "environ": {name: environ.get(name) for name in KEY_VARIABLES},
-    }
-    text = json.dumps(fields, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    """What a launch must match exactly to use an entry, hashed: 32 hex digits.
+    The entry's format, the interpreter, the working directory, the arguments
+    and :data:`KEY_VARIABLES`, in that order; JSON escapes every character
+    that is not ASCII (an argument of undecodable bytes too)."""
+    fields = [FORMAT, sys.executable, sys.version, os.getcwd(), list(args),
+              [environ.get(name) for name in KEY_VARIABLES]]  # fmt: skip
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
 def host() -> str:
@@ -135,22 +132,17 @@ class Cache:
 
     def store(self, key: str, result: dict[str, Any], deps: dict[str, Any]) -> None:
         """Write an entry atomically, then prune. ``OSError`` if it cannot."""
-        doc = {
-            "format": FORMAT,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "result": result,
-            "deps": deps,
-        }
+        doc = {"format": FORMAT, "result": result, "deps": deps}
         self._write(self.entry(key), json.dumps(doc, separators=(",", ":")))
         self.prune()
 
     def _write(self, path: str, text: str) -> None:
         temp = f"{path}.{host()}.{os.getpid()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(temp, flags, 0o600)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
+            with os.fdopen(fd, "wb") as out:
+                out.write(text.encode())  # JSON: ASCII
             os.replace(temp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -164,7 +156,7 @@ class Cache:
         found = []
         for entry in os.scandir(self.path):
             if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
-                found.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+                found.append((entry.stat().st_mtime, entry.path))  # not a link
         return sorted(found)
 
     def prune(self) -> None:
@@ -175,11 +167,9 @@ class Cache:
         old = time.time() - STALE_SECONDS
         for entry in os.scandir(self.path):
             if entry.name.endswith((".tmp", ".lock", ".result")):
-                try:
+                with contextlib.suppress(OSError):  # another rank pruned it
                     if entry.stat(follow_symlinks=False).st_mtime < old:
                         doomed.append(entry.path)
-                except OSError:
-                    continue
         for path in doomed:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -202,7 +192,7 @@ class Cache:
         its document, or ``(None, None)``."""
         path = self.result_file(key)
         try:
-            info = os.stat(path, follow_symlinks=False)
+            info = os.stat(path)  # a link is refused by the read
             data = _read_trusted(path, 1 << 20)
             return (info.st_dev, info.st_ino, info.st_mtime_ns), json.loads(data)
         except (OSError, ConfigError, ValueError):
@@ -227,7 +217,7 @@ def open_cache(
             os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
     except OSError as exc:
-        return None, f"{path}: {exc.strerror or type(exc).__name__}"
+        return None, f"{path}: {exc.strerror}"
     problem = _untrusted(info)
     if problem:
         return None, f"{path}: {problem}; not used"
@@ -246,8 +236,7 @@ def _untrusted(info: os.stat_result) -> str:
 def _read_trusted(path: str, limit: int) -> bytes:
     """A cache file's bytes, if it is a regular file of ours that nobody else
     can write (never following a link)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         problem = _untrusted(os.fstat(fd))
         if problem:

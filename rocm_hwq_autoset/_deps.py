@@ -32,6 +32,7 @@ costs one ``stat`` per file and directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -89,21 +90,23 @@ class Recorder:
         self.written: set[str] = set()
         self.listed: set[str] = set()
         self.searched: set[tuple[str, tuple[str, ...] | None]] = set()
-        self.environ: _RecordingEnviron | None = None
+        self.read: dict[str, str | None] = {}
+        """Each variable read by name, with its value then (None: absent)."""
         self.on = False
 
     def start(self) -> None:
         sys.addaudithook(self._audit)
         sys.meta_path.insert(0, _Lookups(self))
         current = os.environ
-        self.environ = _RecordingEnviron(
+        # The same variables, now recorded.
+        os.environ = _RecordingEnviron(  # noqa: B003
+            self.read,
             current._data,  # type: ignore[attr-defined]
             current.encodekey,
             current.decodekey,
             current.encodevalue,
             current.decodevalue,
         )
-        os.environ = self.environ  # noqa: B003 - the same variables, now recorded
         self.on = True
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
@@ -124,18 +127,18 @@ class Recorder:
             if isinstance(path, str):
                 self.listed.add(os.path.abspath(path))
 
-    def deps(self, exclude: str = "") -> dict[str, Any]:
+    def deps(self, exclude: str) -> dict[str, Any]:
         """What was read, as the JSON document :func:`check` takes; files under
-        ``exclude`` (the cache) do not count."""
+        the folder ``exclude`` (the cache) do not count."""
         self.on = False
-        modules = _module_files()
-        files = set(modules)
+        files = _module_files()
         for path in self.opened - self.written:
-            if _virtual(path) or (exclude and path.startswith(exclude + os.sep)):
+            # Compiled files: a module's source counts (a sourceless one's
+            # .pyc is its source: _module_files has it).
+            if _virtual(path) or path.endswith(".pyc"):
                 continue
-            if path.endswith(".pyc") and "__pycache__" in path:
-                continue
-            files.add(path)
+            if not path.startswith(exclude + os.sep):
+                files.add(path)
         files.update(_pth_files())
         searched = _import_dirs(self.searched)
         listings = {
@@ -144,7 +147,6 @@ class Recorder:
             if p not in searched and not _virtual(p)
             and os.path.basename(p) != "__pycache__"
         }  # fmt: skip
-        env = self.environ.read if self.environ else {}
         return {
             "files": [[p, *_stamp(p)] for p in sorted(files)],
             "dirs": [
@@ -152,7 +154,7 @@ class Recorder:
                 for p, names in sorted(searched.items())
             ],
             "lists": [[p, _mtime(p), _names(p)] for p in sorted(listings)],
-            "env": {k: v for k, v in sorted(env.items()) if counts(k)},
+            "env": {k: v for k, v in sorted(self.read.items()) if counts(k)},
         }
 
 
@@ -170,9 +172,9 @@ class _RecordingEnviron(os._Environ[str]):
     walk over the whole environment (``items()``, ``copy()``,
     ``dict(os.environ)``), and reads of a variable the evaluation set itself."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, read: dict[str, str | None], *args: Any) -> None:
         super().__init__(*args)
-        self.read: dict[str, str | None] = {}
+        self.read = read
         self.walked: set[str] = set()
         self.set_here: set[str] = set()
 
@@ -204,12 +206,20 @@ class _RecordingEnviron(os._Environ[str]):
 
 
 def _module_files() -> set[str]:
+    """The file of every module loaded from one (its source, or a sourceless
+    .pyc, an extension module): not built-in or frozen ones, nor objects put
+    in ``sys.modules`` that are no modules."""
+    from importlib.machinery import ModuleSpec  # in the child only
+
     files = set()
     for module in list(sys.modules.values()):
         spec = getattr(module, "__spec__", None)
-        origin = getattr(spec, "origin", None)
-        if isinstance(origin, str) and getattr(spec, "has_location", False):
-            files.add(os.path.abspath(origin))
+        if (
+            isinstance(spec, ModuleSpec)
+            and spec.has_location
+            and isinstance(spec.origin, str)
+        ):
+            files.add(os.path.abspath(spec.origin))
     return files
 
 
@@ -219,13 +229,10 @@ def _pth_files() -> set[str]:
     import site
 
     found: set[str] = set()
-    dirs = [*site.getsitepackages(), site.getusersitepackages()]
-    for folder in dirs:
-        try:
+    for folder in [*site.getsitepackages(), site.getusersitepackages()]:
+        with contextlib.suppress(OSError):  # no such folder
             names = os.listdir(folder)
-        except OSError:
-            continue
-        found.update(os.path.join(folder, n) for n in names if n.endswith(".pth"))
+            found.update(os.path.join(folder, n) for n in names if n.endswith(".pth"))
     return found
 
 
@@ -256,7 +263,7 @@ def _import_dirs(
         last = name.rpartition(".")[2]
         for entry in sys.path if path is None else path:
             if isinstance(entry, str):
-                folder = os.path.abspath(entry or os.curdir)
+                folder = os.path.abspath(entry)  # "": the working directory
                 if os.path.isdir(folder):
                     found.setdefault(folder, set()).add(last)
     return found

@@ -50,9 +50,6 @@ MOE_TEST = "model_spec.model.traverse(MoE.Config)"
 LIST_SHOWN = 5
 PR_SET_PDEATHSIG = 1
 
-#: This node's lock for the launch, held until this process ends.
-_lock: int | None = None
-
 
 def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
     """The model's inputs and every field for ``--module M --config FN
@@ -202,8 +199,8 @@ def _end_group() -> None:
 def _from_peer(cache: Cache, key: str) -> dict[str, Any] | None:
     """The answer another rank of this node found, when it was evaluating this
     launch as this child started; None when this child is to evaluate (it holds
-    the node's lock then, or could not take it: it evaluates alone)."""
-    global _lock
+    the node's lock then, until it ends; or it could not take the lock: it
+    evaluates alone)."""
     before, _ = cache.published(key)
     try:
         fd = os.open(cache.lock_file(key), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -211,22 +208,13 @@ def _from_peer(cache: Cache, key: str) -> dict[str, Any] | None:
         return None
     import fcntl
 
-    _lock = fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        waited = False
-    except BlockingIOError:  # a peer evaluates: wait for it (the alarm bounds it)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            return None
-        waited = True
+    try:  # a peer evaluating holds it: wait for it (the alarm bounds the wait)
+        fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:  # no locks here (an NFS mount without them): alone
         return None
-    if waited:
-        identity, doc = cache.published(key)
-        if identity is not None and identity != before and isinstance(doc, dict):
-            return {**doc, "how": "peer"}
+    identity, doc = cache.published(key)  # a peer's answer since we started
+    if identity is not None and identity != before and isinstance(doc, dict):
+        return {**doc, "how": "peer"}
     found, _ = cache.lookup(key, os.environ)
     if found is not None:
         return {**encode_result(*found), "how": "cache"}
@@ -262,25 +250,37 @@ def main(argv: Sequence[str]) -> int:
     # A safety net beside the parent's own timeout: a parent that never waits
     # (it exited, or never started a process) must not leave us hung.
     signal.alarm(int(seconds) + 1)
-    cache = Cache(options["--cache"]) if "--cache" in options else None
-    key = options.get("--key", "")
-    doc = _from_peer(cache, key) if cache is not None else None
-    shared = doc is not None
-    if doc is None:
-        recorder = Recorder() if cache is not None else None
-        doc = _evaluate(args, recorder)
-    # The answer first: the parent may be waiting for it. Then the cache.
-    os.write(result, (json.dumps(doc) + "\n").encode())
-    os.close(result)
-    if cache is not None and not shared:
-        _share(cache, key, doc, recorder)
+    _serve(options, args, result)
     os._exit(0)  # no teardown of torch; the node's lock goes with us
 
 
-def _share(cache: Cache, key: str, doc: dict[str, Any], recorder: Any) -> None:
+def _serve(options: dict[str, str], args: Sequence[str], result: int) -> None:
+    """The answer, on ``result``: a peer's or the cache's, or evaluated here;
+    first, since the parent may be waiting for it. Then what this child
+    evaluated goes to the cache and the peers."""
+    if "--cache" not in options:
+        _answer(result, _evaluate(args, None))
+        return
+    cache, key = Cache(options["--cache"]), options["--key"]
+    doc = _from_peer(cache, key)
+    if doc is not None:
+        _answer(result, doc)
+        return
+    recorder = Recorder()
+    doc = _evaluate(args, recorder)
+    _answer(result, doc)
+    _share(cache, key, doc, recorder)
+
+
+def _answer(fd: int, doc: dict[str, Any]) -> None:
+    os.write(fd, (json.dumps(doc) + "\n").encode())
+    os.close(fd)
+
+
+def _share(cache: Cache, key: str, doc: dict[str, Any], recorder: Recorder) -> None:
     """Store a successful result, and publish any result to waiting peers."""
     try:
-        if "inputs" in doc and recorder is not None:
+        if "inputs" in doc:
             deps = recorder.deps(exclude=cache.path)
             cache.store(key, {k: doc[k] for k in ("inputs", "settings")}, deps)
     except Exception:  # a full or read-only cache: the answer still goes out

@@ -130,17 +130,17 @@ class Evaluation:
         evaluation (a signal handler's exception ...), after ending the child."""
         try:
             line = self._read_line()
-        except subprocess.TimeoutExpired:
-            self.end()
-            return ConfigError(
-                f"evaluating took over {self.timeout:g} s ({TIMEOUT})"
-            ), False
         except OSError as exc:
             self.end()
             return ConfigError(f"reading the evaluation: {exc.strerror}"), False
         except BaseException:
             self.end()
             raise
+        if line is None:
+            self.end()
+            return ConfigError(
+                f"evaluating took over {self.timeout:g} s ({TIMEOUT})"
+            ), False
         try:
             doc = json.loads(line)
             if "error" in doc:
@@ -150,19 +150,22 @@ class Evaluation:
         except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
             self.settle(REAP_SECONDS)  # its own status, if it is ending anyway
             status = self.child.returncode
-            how = f"signal {-status}" if status and status < 0 else f"status {status}"
+            if status is not None and status < 0:
+                how = f"signal {-status}"
+            else:
+                how = f"status {status}"
             return ConfigError(f"the evaluating child ended with {how}"), False
 
-    def _read_line(self) -> bytes:
-        """The child's first line (or all it wrote before EOF);
-        ``TimeoutExpired`` at the deadline."""
+    def _read_line(self) -> bytes | None:
+        """The child's first line (or all it wrote before EOF); None at the
+        deadline."""
         assert self.child.stdout is not None
         fd = self.child.stdout.fileno()
         data = b""
         while b"\n" not in data and len(data) <= MAX_RESULT_BYTES:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
-                raise subprocess.TimeoutExpired(CHILD, self.timeout)
+                return None
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
@@ -278,11 +281,13 @@ class Waiter:
         self.outcome: Outcome | None = None
         """The concluded outcome, once it is."""
         self.abandoned = False
-        """Set when the wait was cut short (a signal, exit) or in a forked copy:
-        no waiting any more."""
+        """Set when the wait was cut short (a signal) or the process exits: no
+        waiting any more."""
         self.owner = os.getpid()
         self.lock = threading.RLock()
-        self.waiting = False
+        self.asked = False
+        """Set for good when one thread starts waiting: the evaluation is asked
+        once, and our own events while it is pass."""
         self.wrapped: list[tuple[Any, str, Any, Any]] = []
 
     def install(self) -> None:
@@ -331,39 +336,33 @@ class Waiter:
 
     def _need(self, environ: MutableMapping[str, str] | None) -> None:
         if self.outcome is None and not self.abandoned and os.getpid() == self.owner:
-            with self.lock:
-                if self.outcome is None and not self.abandoned and not self.waiting:
-                    self.waiting = True  # our own events while we wait pass
-                    try:
-                        self.outcome = self._conclude()
-                    finally:
-                        self.waiting = False
+            with self.lock:  # the others wait for the one that asks
+                if not self.asked and not self.abandoned:
+                    self.asked = True
+                    self.outcome = self._conclude()
                     self._unwrap()
                     self.apply(self.outcome)
-        if self.outcome is not None and not self.abandoned:
-            self.evaluation.reap()
+        self.evaluation.reap()  # a child that answered and ended: no zombie
         if environ is not None and environ is not os.environ:
             self._give(environ)
 
     def _conclude(self) -> Outcome:
         try:
             result, cached = self.evaluation.result()
+            return conclude(os.environ, self.launch, result, cached=cached)
         except BaseException as exc:
             if is_foreign(exc):
                 self.abandoned = True
                 self._unwrap()
                 raise
-            return failed(MODULE_FORM, ConfigError(_internal(exc)))
-        try:
-            return conclude(os.environ, self.launch, result, cached=cached)
-        except Exception as exc:  # never a traceback from our own failure
+            # Never a traceback from our own failure.
             return failed(MODULE_FORM, ConfigError(_internal(exc)))
 
     def _give(self, environ: MutableMapping[str, str]) -> None:
         """A mapping made before the value arrived lacks it: add it. One that
         has a value or a marker of its own (the launcher's) keeps it."""
         outcome = self.outcome
-        if outcome is None or outcome.marker is None:
+        if outcome is None:
             return
         if QUEUES in environ or ORIGIN in environ or INPUTS in environ:
             return
@@ -373,13 +372,13 @@ class Waiter:
         for module, name, original, wrapper in self.wrapped:
             if getattr(module, name, None) is wrapper:  # nobody wrapped ours since
                 setattr(module, name, original)
-        self.wrapped = []
 
     def forked(self) -> None:
-        """In a child made by ``fork`` (audited or not): this copy never waits
-        on, nor ends, the parent's evaluation."""
+        """In a child made by ``os.fork``: this copy lets go of the pipes. Like
+        a copy made by C code's ``fork``, which runs no at-fork handler, it
+        never waits on, nor ends, the parent's evaluation: only the owner
+        does."""
         if os.getpid() != self.owner:
-            self.abandoned = True
             self.evaluation.disown()
 
     def at_exit(self) -> None:
@@ -406,11 +405,8 @@ def is_foreign(exc: BaseException) -> bool:
         return True
     handlers = set()
     for signum in signal.valid_signals():
-        try:
-            handler = signal.getsignal(signum)
-        except (OSError, ValueError):
-            continue
-        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        # A function's code; a bound method's is its function's.
+        code = getattr(signal.getsignal(signum), "__code__", None)
         if code is not None:
             handlers.add(code)
     tb = exc.__traceback__

@@ -4,9 +4,14 @@ and when, without torchtitan.
 
 Its environment tells it what to do: ``FAKE_CHILD_LOG`` (a file: one JSON line
 of what it was started with), ``FAKE_CHILD_SLEEP`` (seconds before answering),
-``FAKE_CHILD_OUT`` (what to print; default a Q=8 result), ``FAKE_CHILD_EXIT``
-(the status), ``FAKE_CHILD_GRANDCHILD`` (start a sleeping process of its own
-first, and log its pid). It watches its parent as the real child does.
+``FAKE_CHILD_OUT`` (what to print; default a Q=8 result), ``FAKE_CHILD_LINGER``
+(seconds it goes on after printing, its stdout still open), ``FAKE_CHILD_EXIT``
+(the status), ``FAKE_CHILD_SIGNAL`` (end by this signal instead of printing),
+``FAKE_CHILD_STDERR`` (what to say on stderr first), ``FAKE_CHILD_GRANDCHILD``
+(start a sleeping process of its own first, and log its pid). It watches its
+parent as the real child does, unless ``FAKE_CHILD_STUCK`` (it stands for a
+child stuck in the GPU driver, which neither its parent's end nor a signal ends
+at once).
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ def main(argv: list[str]) -> None:
         "switch": environ.get("ROCM_HWQ_AUTOSET"),
         "stdin_is_pipe": not os.isatty(0) and os.fstat(0).st_size == 0,
     }
-    if "--parent" in argv:
+    os.write(2, environ.get("FAKE_CHILD_STDERR", "").encode())
+    if "--parent" in argv and not environ.get("FAKE_CHILD_STUCK"):
         watch(int(argv[argv.index("--parent") + 1]))
     if environ.get("FAKE_CHILD_GRANDCHILD"):
         grandchild = subprocess.Popen(
@@ -49,8 +55,11 @@ def main(argv: list[str]) -> None:
         with open(environ["FAKE_CHILD_LOG"], "a") as log:
             log.write(json.dumps(record) + "\n")
     time.sleep(float(environ.get("FAKE_CHILD_SLEEP", "0")))
+    if environ.get("FAKE_CHILD_SIGNAL"):
+        os.kill(os.getpid(), int(environ["FAKE_CHILD_SIGNAL"]))
     out = environ.get("FAKE_CHILD_OUT", json.dumps({**RESULT, "how": "evaluated"}))
     os.write(1, (out + "\n").encode())
+    time.sleep(float(environ.get("FAKE_CHILD_LINGER", "0")))
     os._exit(int(environ.get("FAKE_CHILD_EXIT", "0")))
 
 

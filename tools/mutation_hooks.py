@@ -8,7 +8,7 @@ process that imports the mutated package:
 * every child interpreter a test starts with ``mutants/`` on its ``PYTHONPATH``,
   through ``mutants/sitecustomize.py`` (``import mutation_hooks``).
 
-It does two things ``mutmut`` does not:
+It does three things ``mutmut`` does not:
 
 1. **mutmut reads the real environment.** Its trampolines look
    ``MUTANT_UNDER_TEST`` (and, while counting, ``MUTMUT_DEPENDENCY_DEPTH``) up
@@ -26,6 +26,12 @@ It does two things ``mutmut`` does not:
    appends the names it ran to a file (``MUTATION_HITS``); the plugin hands them
    to mutmut when the test ends. A module run as ``python -m MODULE`` counts,
    and is mutated, under its own name.
+3. **A mutant ends its own worker at most.** mutmut's workers share its
+   process group; a mutant can make a process a test starts kill "its own
+   process group" (the ``--module`` child's reaper does, by design, in the
+   session its parent gives it), which killed the whole run. Each worker here
+   starts a session of its own: such a mutant ends its worker, and counts as
+   killed.
 
 A test that builds a child's environment from scratch passes ``MUTANT_UNDER_TEST``
 and ``MUTATION_HITS`` on (``tests/helpers.child_env``), or the mutant is not
@@ -34,6 +40,7 @@ active in that child.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import types
@@ -46,7 +53,13 @@ HITS = "MUTATION_HITS"
 _environ = os.environ
 #: The process that runs pytest for mutmut; None in every other process.
 _main_pid: int | None = None
+#: The names this process has written to ``MUTATION_HITS``: each once.
 _noted: set[str] = set()
+#: The process ``_noted`` belongs to: a forked copy starts its own.
+_noted_by: int | None = None
+#: ``os.getpid`` itself: a test may patch it (a forked copy, seen from its
+#: owner), and the main process must stay the main process then.
+_getpid = os.getpid
 
 
 def _run_as_main() -> str | None:
@@ -75,9 +88,14 @@ def _note(name: str, caller: str | None = None) -> None:
     """mutmut's ``record_trampoline_hit``, in any process."""
     if name.startswith("__main__."):
         name = f"{_run_as_main()}.{name.partition('.')[2]}"
-    if os.getpid() == _main_pid:
+    global _noted_by
+    pid = _getpid()
+    if pid == _main_pid:
         _record(name, caller)
         return
+    if _noted_by != pid:  # forked: what the parent wrote is not this one's
+        _noted.clear()
+        _noted_by = pid
     if name in _noted:
         return
     _noted.add(name)
@@ -116,11 +134,18 @@ _install()
 def pytest_configure(config: Any) -> None:
     global _main_pid
     if _main_pid is None:
-        _main_pid = os.getpid()
+        _main_pid = _getpid()
         hits = os.path.abspath(os.path.join(".mutation", f"hits.{_main_pid}"))
         os.makedirs(os.path.dirname(hits), exist_ok=True)
         open(hits, "w").close()
         os.environ[HITS] = hits
+    elif _getpid() != _main_pid:
+        # A worker testing one mutant: a session of its own. A mutant may make
+        # a process the tests start end "its own process group" (the --module
+        # child's reaper does that): it ends this worker alone, which counts
+        # the mutant as killed, never mutmut and its other workers.
+        with contextlib.suppress(OSError):  # already a session's leader
+            os.setsid()
 
 
 def _take_hits() -> set[str]:
@@ -139,7 +164,7 @@ def _take_hits() -> set[str]:
 
 def pytest_runtest_logreport(report: Any) -> None:
     """A forked test's duration: mutmut measures it in the fork, and loses it."""
-    if os.getpid() != _main_pid or report.when != "call":
+    if _getpid() != _main_pid or report.when != "call":
         return
     from mutmut.state import state
 
@@ -150,7 +175,7 @@ def pytest_runtest_logreport(report: Any) -> None:
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
     """The functions this test ran in other processes count for it."""
-    if os.getpid() != _main_pid:
+    if _getpid() != _main_pid:
         return
     names = _take_hits()
     if not names or _mutant_under_test() != "stats":

@@ -8,6 +8,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,7 @@ def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = ["--module", "m", "--config", "c"]
     monkeypatch.chdir(tmp_path)
     base = key(args, {})
+    assert len(base) == 32 and int(base, 16) >= 0  # an entry's file name
     assert key(args, {"RANK": "3", "SLURM_JOB_ID": "7", "WORLD_SIZE": "8"}) == base
     assert key([*args, "--parallelism.tensor_parallel_degree=2"], {}) != base
     assert key(args[::-1], {}) != base
@@ -114,6 +116,8 @@ def test_an_entry_round_trips(cache: Cache) -> None:
     assert cache.lookup("k", {}) == ((INPUTS, SETTINGS), "hit")
     path = Path(cache.entry("k"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    text = path.read_text()  # compact: torchtitan's are hundreds of KB as it is
+    assert text == json.dumps(json.loads(text), separators=(",", ":"))
     assert sorted(os.listdir(cache.path)) == ["k.json"]  # nothing temporary left
 
 
@@ -132,6 +136,7 @@ def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
         ("other format", "entry of another format"),
         ("a link", "entry ignored: "),
         ("a folder", "entry ignored: "),
+        ("a fifo", "entry ignored: "),  # opened without waiting for a writer
         ("bad deps", "entry ignored: corrupt"),
     ],
 )
@@ -151,6 +156,9 @@ def test_an_entry_that_cannot_be_trusted_is_ignored(
         path.write_text(json.dumps({**doc, "format": 0}))
     elif damage == "bad deps":
         path.write_text(json.dumps({**doc, "deps": {"env": []}}))
+    elif damage == "a fifo":
+        path.unlink()
+        os.mkfifo(path, 0o600)
     elif damage == "a link":
         target = path.with_name("elsewhere")
         path.rename(target)
@@ -160,6 +168,19 @@ def test_an_entry_that_cannot_be_trusted_is_ignored(
         path.mkdir()
     found, why = cache.lookup("k", {})
     assert found is None and why.startswith(said), why
+
+
+def test_an_entry_on_a_read_only_mount_is_still_used(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Marking it recently used fails there: no matter."""
+    cache.store("k", RESULT, NO_DEPS)
+
+    def read_only(path: str) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(_cache.os, "utime", read_only)
+    assert cache.lookup("k", {}) == ((INPUTS, SETTINGS), "hit")
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
@@ -203,6 +224,71 @@ def test_left_overs_are_pruned(cache: Cache) -> None:
     assert sorted(os.listdir(cache.path)) == ["fresh.h.lock", "k.json"]
 
 
+def test_a_left_over_is_pruned_once_older_than_a_day(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = 1_700_000_000
+    monkeypatch.setattr(_cache.time, "time", lambda: float(now))
+    for name, age in (("day.h.lock", _cache.STALE_SECONDS),
+                      ("older.h.lock", _cache.STALE_SECONDS + 1)):  # fmt: skip
+        Path(cache.path, name).write_text("")
+        stamp = (now - age) * 10**9
+        os.utime(Path(cache.path, name), ns=(stamp, stamp))
+    Path(cache.path, "gone.h.lock").symlink_to(Path(cache.path, "nowhere"))
+    stamp = (now - _cache.STALE_SECONDS - 1) * 10**9
+    os.utime(Path(cache.path, "gone.h.lock"), ns=(stamp, stamp), follow_symlinks=False)
+    cache.prune()
+    assert sorted(os.listdir(cache.path)) == ["day.h.lock"]
+
+
+def test_pruning_goes_on_past_a_left_over_it_cannot_stat_or_remove(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another rank prunes at the same time: a left-over listed may be gone
+    before it is looked at; one may refuse to go (here a folder)."""
+    old = time.time() - _cache.STALE_SECONDS - 10
+    for name in ("b.h.lock", "c.h.result"):
+        Path(cache.path, name).write_text("")
+        os.utime(Path(cache.path, name), (old, old))
+    Path(cache.path, "d.h.lock").mkdir()
+    os.utime(Path(cache.path, "d.h.lock"), (old, old))
+    scandir = os.scandir
+    vanishing = Path(cache.path, "a.h.lock")
+
+    def racing(path: str) -> Any:
+        vanishing.write_text("")  # listed first ...
+        listed = sorted(scandir(path), key=lambda entry: entry.name)
+        vanishing.unlink()  # ... and gone before it is looked at
+        return iter(listed)
+
+    monkeypatch.setattr(_cache.os, "scandir", racing)
+    cache.prune()
+    assert sorted(os.listdir(cache.path)) == ["d.h.lock"]
+
+
+def test_a_link_planted_where_an_entry_is_written_is_never_followed(
+    cache: Cache, tmp_path: Path
+) -> None:
+    """The temporary file's name is predictable: another user's link there
+    must not make us write through it."""
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    temp = f"{cache.entry('k')}.{_cache.host()}.{os.getpid()}.tmp"
+    os.symlink(victim, temp)
+    with pytest.raises(OSError, match="File exists"):
+        cache.store("k", RESULT, NO_DEPS)
+    assert victim.read_text() == "mine"
+
+
+def test_an_entry_that_cannot_take_its_place_leaves_nothing_behind(
+    cache: Cache,
+) -> None:
+    os.mkdir(cache.entry("k"))  # in the way: the rename fails
+    with pytest.raises(IsADirectoryError):
+        cache.store("k", RESULT, NO_DEPS)
+    assert os.listdir(cache.path) == ["k.json"]
+
+
 def test_a_cache_that_cannot_be_written_raises_os_error(cache: Cache) -> None:
     os.chmod(cache.path, 0o500)
     try:
@@ -217,6 +303,7 @@ def test_a_cache_that_cannot_be_written_raises_os_error(cache: Cache) -> None:
 def test_a_published_answer_changes_identity_each_time(cache: Cache) -> None:
     assert cache.published("k") == (None, None)
     cache.publish("k", {"error": "no"})
+    assert os.listdir(cache.path) == [f"k.{_cache.host()}.result"]
     first, doc = cache.published("k")
     assert doc == {"error": "no"} and first is not None
     cache.publish("k", {"error": "no"})
@@ -224,9 +311,21 @@ def test_a_published_answer_changes_identity_each_time(cache: Cache) -> None:
     assert second != first
 
 
-def test_the_host_name_is_a_file_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Uname:
-        nodename = "node 1/../x"
+def test_an_answer_over_a_megabyte_is_not_taken(cache: Cache) -> None:
+    cache.publish("k", {"error": "x" * (1 << 20)})
+    assert cache.published("k") == (None, None)
 
+
+@pytest.mark.parametrize(
+    ("nodename", "name"),
+    [("node 1/../x", "node_1_.._x"), ("", "localhost"), ("n" * 70, "n" * 64)],
+)
+def test_the_host_name_is_a_file_name(
+    monkeypatch: pytest.MonkeyPatch, nodename: str, name: str
+) -> None:
+    class Uname:
+        pass
+
+    Uname.nodename = nodename  # type: ignore[attr-defined]
     monkeypatch.setattr(_cache.os, "uname", lambda: Uname())
-    assert _cache.host() == "node_1_.._x"
+    assert _cache.host() == name

@@ -4,16 +4,25 @@ of ranks started together on one node share one evaluation."""
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset import _registry_child as child_module
+from rocm_hwq_autoset._cache import Cache, host
 from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._decision import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._registry_child import evaluate_config, shorten_lists
 
 from ..helpers import child_env
@@ -79,6 +88,25 @@ def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
     assert evaluations(world) == 1
 
 
+def test_an_entry_is_not_reused_once_a_variable_the_config_read_changed(
+    world: dict[str, str],
+) -> None:
+    recipes = Path(world["WORK"], "env_recipes")
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(
+        "import os\n"
+        "from torchtitan.experiments.graph_trainer import trainer_config\n"
+        "def tp():\n"
+        "    tp = int(os.environ['MY_TP'])\n"
+        "    return trainer_config('m', 'f', moe=False, tensor_parallel_degree=tp)\n"
+    )
+    args = ["--module", "env_recipes", "--config", "tp"]
+    docs = [answer(child(world, args, MY_TP=tp)) for tp in ("2", "2", "4")]
+    assert [d["how"] for d in docs] == ["evaluated", "cache", "evaluated"]
+    assert "tp=4" in docs[2]["inputs"]
+
+
 def test_without_a_cache_nothing_is_written(world: dict[str, str]) -> None:
     assert answer(child(world, RECIPE, cache=False))["how"] == "evaluated"
     assert os.listdir(world["CACHE"]) == []
@@ -135,8 +163,6 @@ def test_a_rank_that_cannot_take_the_lock_evaluates_alone(
     world: dict[str, str],
 ) -> None:
     os.makedirs(world["CACHE"], mode=0o700)
-    from rocm_hwq_autoset._cache import host
-
     os.mkdir(Path(world["CACHE"], f"{'k' * 32}.{host()}.lock"))  # not a file
     assert answer(child(world, RECIPE))["how"] == "evaluated"
 
@@ -165,9 +191,21 @@ def test_evaluate_config_in_process(
         assert settings["compile.enable_passes"].source == "config"
         with pytest.raises(ConfigError, match="could not build the config"):
             evaluate_config(["--module", "nope", "--config", "x"])
+        # A config with no model spec to traverse: the model table decides.
+        old = Path(world["WORK"], "old_recipes")
+        old.mkdir()
+        (old / "__init__.py").write_text("")
+        (old / "config_registry.py").write_text(
+            "from types import SimpleNamespace as NS\n"
+            "def deepseek():\n"
+            "    return NS(model=NS(name='deepseek_v3', flavor='16B'))\n"
+        )
+        inputs, _ = evaluate_config(["--module", "old_recipes", "--config", "deepseek"])
+        assert (inputs.moe, inputs.moe_from) == (True, "table")
     finally:
         for name in [m for m in sys.modules
-                     if m.split(".")[0] in ("torchtitan", "my_recipes")]:  # fmt: skip
+                     if m.split(".")[0] in ("torchtitan", "my_recipes",
+                                            "old_recipes")]:  # fmt: skip
             del sys.modules[name]
 
 
@@ -180,7 +218,188 @@ def test_evaluate_config_in_process(
         ("modules: ['x.y', 'z'] and ['1', '2', '3', '4', '5', '6']",
          "modules: ['x.y', 'z'] and ['1', '2', '3', '4', '5', ... (6 in all)]"),
         ("no list here [1, 2, 3, 4, 5, 6, 7]", "no list here [1, 2, 3, 4, 5, 6, 7]"),
+        ("five: ['a', 'b', 'c', 'd', 'e']", "five: ['a', 'b', 'c', 'd', 'e']"),
     ],
 )  # fmt: skip
 def test_long_lists_are_shortened(text: str, shown: str) -> None:
     assert shorten_lists(text) == shown
+
+
+def said(*lines: str) -> io.StringIO:
+    return io.StringIO("".join(line + "\n" for line in lines))
+
+
+@pytest.mark.parametrize(
+    ("stderr", "reason"),
+    [
+        (said("╭─ Parsing error ─────────────────╮",
+              "│ Unrecognized options:           │",
+              "│   --compile.enable_passess      │",
+              "│                                 │",
+              "│ ─────────────────────────────── │",
+              "│ For full helptext, see -h       │",
+              "╰─────────────────────────────────╯"),
+         "Unrecognized options: --compile.enable_passess"),
+        # A value of X's is the reason's, not the box's; a line cut short
+        # (no closing bar) is not in the box.
+        (said("╭─ Parsing error ─╮", "│ Unrecognized arguments: │",
+              "│ XX │", "│ --model.flavor=16X │", "│ cut short", "╰─────────────────╯"),
+         "Unrecognized arguments: XX --model.flavor=16X"),
+        (said("usage: train [-h]", "error: the first", "error: the last"),
+         "error: the last"),
+        (said(), "no reason given"),
+    ],
+)  # fmt: skip
+def test_tyros_refusal_is_read_out_of_its_box(stderr: io.StringIO, reason: str) -> None:
+    assert child_module._why(stderr) == reason
+
+
+def test_a_near_miss_of_a_flag_given_with_its_value_is_named_without_it() -> None:
+    assert child_module._hint(["--compile.enable_passess=True"]) == (
+        " (did you mean --compile.enable_passes for --compile.enable_passess?)"
+    )
+    assert child_module._hint(["--model.name=x"]) == ""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [SimpleNamespace(), SimpleNamespace(model_spec=SimpleNamespace())],
+    ids=["no model_spec", "no model"],
+)
+def test_a_config_without_a_model_spec_leaves_moe_unknown(config: object) -> None:
+    """Not PR #4032's form: MoE is read from the settings instead."""
+    assert child_module._has_moe(config) is None
+
+
+# The child's main, run in a fork of this process: no interpreter to start, and
+# no torchtitan to import for the arguments given (--config is missing).
+
+NO_CONFIG = ["--module", "my_recipes"]
+NO_CONFIG_ANSWER = {
+    "error": "is required (with a value); example: --module llama3 --config"
+    " llama3_debugmodel",
+    "source": "--config",
+    "how": "evaluated",
+}
+
+
+class Forked:
+    """``_registry_child.main(argv)`` in a fork, with ``env`` added to its
+    environment; the alarm it sets is noted, not set."""
+
+    def __init__(self, tmp_path: Path, argv: list[str], **env: str) -> None:
+        self.out = tmp_path / "out"
+        self.alarm = tmp_path / "alarm"
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                fd = os.open(self.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.environ.update(env)
+                signal.alarm = lambda seconds: self.alarm.write_text(str(seconds)) or 0
+                child_module.main(argv)
+            finally:
+                os._exit(3)  # main raised
+
+    def finish(self) -> tuple[int, str]:
+        """Its exit status and what it printed."""
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status), self.out.read_text()
+
+    def blocked(self) -> bool:
+        """Whether it waits for a lock."""
+        with open("/proc/locks") as locks:
+            return any("->" in line and f" {self.pid} " in line for line in locks)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "alarm"),
+    [("5", 6), ("2.5", 3), ("soon", int(DEFAULT_TIMEOUT) + 1),
+     ("", int(DEFAULT_TIMEOUT) + 1)],
+)  # fmt: skip
+def test_a_hung_evaluation_ends_a_second_after_the_timeout(
+    tmp_path: Path, timeout: str, alarm: int
+) -> None:
+    """The safety net beside the parent's deadline, for a parent that never
+    waits; a timeout it cannot read (the hook refuses one) is the default."""
+    forked = Forked(tmp_path, ["--", *NO_CONFIG], ROCM_HWQ_AUTOSET_TIMEOUT=timeout)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert forked.alarm.read_text() == str(alarm)
+
+
+def test_an_internal_error_is_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(args: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(child_module, "evaluate_config", broken)
+    assert child_module._evaluate(RECIPE, None) == {
+        "error": "internal error (RuntimeError: a bug of ours)",
+        "source": "",
+        "how": "evaluated",
+    }
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> tuple[Cache, list[str]]:
+    """A cache, and the child's options for it."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    return Cache(str(folder)), ["--cache", str(folder), "--key", "k" * 32]
+
+
+def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    cache, options = node
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
+        deadline = time.monotonic() + 10
+        while not forked.blocked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert forked.blocked()
+        cache.publish("k" * 32, {"error": "the peer's", "source": "", "how": "x"})
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)  # the peer ends (the fork shares the fd)
+        os.close(lock)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (
+        0, {"error": "the peer's", "source": "", "how": "peer"}
+    )  # fmt: skip
+
+
+def test_an_answer_published_before_the_rank_started_is_not_taken(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    """A peer that ended without answering (killed) leaves the last launch's
+    answer there: this rank evaluates."""
+    cache, options = node
+    cache.publish("k" * 32, {"error": "an earlier launch's", "source": ""})
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
+        deadline = time.monotonic() + 10
+        while not forked.blocked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert cache.published("k" * 32)[1] == NO_CONFIG_ANSWER  # for the next ones
+
+
+def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    """It exits at once, without tearing torch down, whatever the cache
+    refuses; its lock file is private."""
+    cache, options = node
+    os.mkdir(cache.result_file("k" * 32))  # not a file: publishing fails
+    status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    lock = Path(cache.path, f"{'k' * 32}.{host()}.lock")  # this node's, in the cache
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600

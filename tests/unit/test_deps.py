@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from ..helpers import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: An evaluation in miniature, recorded: it imports a module of the working
-#: directory that imports a helper, opens a data file, lists a folder, reads
-#: variables by name and walks the environment, writes a file, reads /proc.
+#: An evaluation in miniature, recorded: it imports a package of the working
+#: directory that imports a helper, and a module of the package; opens a data
+#: file; lists a folder; reads variables by name and walks the environment;
+#: writes a file; reads /proc, lists /proc, /sys, /dev and a __pycache__ (as
+#: pkgutil.iter_modules does); reads a file of the cache.
 EVALUATION = """
 import json, os, sys
 sys.path.insert(0, os.getcwd())
@@ -30,6 +33,7 @@ recorder = Recorder()
 recorder.start()
 import importlib
 importlib.import_module("my_recipes")
+importlib.import_module("my_recipes.registry")
 try:
     import not_there_yet
 except ImportError:
@@ -40,6 +44,9 @@ try:
 except OSError:
     pass
 os.listdir("checkpoints")
+for folder in ("/proc", "/sys", "/dev", "my_recipes/__pycache__"):
+    os.listdir(folder)
+open("cache/notes.json").read()
 os.environ.get("MY_DEGREE")
 os.environ.get("RANK")
 "SLURM_NNODES" in os.environ
@@ -62,25 +69,42 @@ def workdir(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     (work / "my_recipes").mkdir(parents=True)
     (work / "my_recipes" / "__init__.py").write_text("import my_helper\n")
+    (work / "my_recipes" / "registry.py").write_text("")
     (work / "my_helper.py").write_text("DEGREE = 2\n")
     (work / "size.txt").write_text("8\n")
     (work / "checkpoints").mkdir()
     (work / "checkpoints" / "step-1").write_text("")
     (work / "cache").mkdir()
+    (work / "cache" / "notes.json").write_text("{}")
     return work
+
+
+def user_site(workdir: Path) -> Path:
+    """The user site folder of the recorded interpreter (none unless made)."""
+    base = str(workdir.parent / "userbase")
+    return Path(sysconfig.get_path("purelib", f"{os.name}_user", {"userbase": base}))
 
 
 def record(workdir: Path, **env: str) -> dict[str, Any]:
     environ = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
                          "MY_DEGREE": "2", "SLURM_NNODES": "4", "RANK": "3",
-                         "SLURM_JOB_ID": "77", "UNRELATED": "x", **env})  # fmt: skip
+                         "SLURM_JOB_ID": "77", "UNRELATED": "x",
+                         "PYTHONUSERBASE": str(workdir.parent / "userbase"),
+                         **env})  # fmt: skip
     out = subprocess.run([sys.executable, "-c", EVALUATION], cwd=workdir, env=environ,
                          capture_output=True, text=True, check=True)  # fmt: skip
     deps: dict[str, Any] = json.loads(out.stdout)
     return deps
 
 
-def test_what_is_recorded(workdir: Path) -> None:
+@pytest.mark.parametrize("modules", ["from source", "from cached bytecode"])
+def test_what_is_recorded(workdir: Path, modules: str) -> None:
+    site_folder = user_site(workdir)
+    site_folder.mkdir(parents=True)
+    (site_folder / "extra.pth").write_text("")  # shapes sys.path: counts
+    (site_folder / "notes.txt").write_text("")
+    if modules == "from cached bytecode":
+        record(workdir)  # writes the __pycache__ the next one reads
     deps = record(workdir)
     files = {path: stamp for path, *stamp in deps["files"]}
     assert str(workdir / "my_recipes" / "__init__.py") in files  # imported
@@ -88,12 +112,18 @@ def test_what_is_recorded(workdir: Path) -> None:
     assert str(workdir / "size.txt") in files  # opened
     assert files[str(workdir / "missing.txt")] == [None, None]  # must stay absent
     assert str(workdir / "out.log") not in files  # written: an output
+    assert str(site_folder / "extra.pth") in files
+    assert str(site_folder / "notes.txt") not in files
     assert not any(p.startswith("/proc/") for p in files)
     assert not any(p.endswith(".pyc") for p in files)
+    assert not any(p.startswith(str(workdir / "cache")) for p in files)
     searched = {path: (names, entries) for path, _, names, entries in deps["dirs"]}
     names, entries = searched[str(workdir)]
     assert {"my_recipes", "my_helper", "not_there_yet"} <= set(names)
     assert entries == ["my_helper.py", "my_recipes"]
+    # A module of a package is looked for in the package's folder only.
+    assert searched[str(workdir / "my_recipes")] == (["registry"], ["registry.py"])
+    assert "not_there_yet" in searched[str(ROOT)][0]  # PYTHONPATH's folder too
     assert [path for path, _, _ in deps["lists"]] == [str(workdir / "checkpoints")]
     # By name only, and only what a config could use.
     assert deps["env"] == {"MY_DEGREE": "2", "SLURM_NNODES": "4"}
@@ -119,6 +149,7 @@ def test_nothing_changed(workdir: Path) -> None:
         "pycache",
         "unrelated variable",
         "a file came and went in a listed folder",
+        "files named like the origin of built-in and frozen modules",
     ],
 )
 def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
@@ -137,6 +168,11 @@ def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
     elif change == "pycache":
         (workdir / "__pycache__").mkdir(exist_ok=True)
         (workdir / "__pycache__" / "my_helper.cpython-311.pyc").write_text("")
+        (workdir / "my_recipes" / "__pycache__" / "x.cpython-311.pyc").write_text("")
+        _later(workdir / "my_recipes" / "__pycache__")
+    elif change == "files named like the origin of built-in and frozen modules":
+        (workdir / "built-in").write_text("")
+        (workdir / "frozen").write_text("")
     elif change == "unrelated variable":
         environ["UNRELATED"] = "y"
     assert check(deps, environ) is None
@@ -159,6 +195,7 @@ def _later(path: Path) -> None:
         ("a file it missed now exists", "missing.txt changed"),
         ("a module that was missing", "a module appeared or went in"),
         ("a module now shadowed", "a module appeared or went in"),
+        ("a .pth file in a folder it searched", "a module appeared or went in"),
         ("a listed folder gained an entry", "checkpoints gained or lost an entry"),
     ],
 )
@@ -182,6 +219,8 @@ def test_what_invalidates(workdir: Path, change: str, said: str) -> None:
         (workdir / "not_there_yet.py").write_text("")
     elif change == "a module now shadowed":
         (workdir / "my_helper").mkdir()
+    elif change == "a .pth file in a folder it searched":
+        (workdir / "extra.pth").write_text("")
     else:
         (workdir / "checkpoints" / "step-2").write_text("")
     found = check(deps, environ)

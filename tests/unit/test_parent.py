@@ -24,6 +24,7 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cache import Cache
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._result import encode_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,6 +155,21 @@ def test_other_events_do_not_wait(
     assert evaluation.calls == [] and applied.calls == []
 
 
+def test_only_a_popen_mapping_is_given_the_value_at_its_event(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """The events as CPython raises them: os.fork's has no arguments;
+    os.posix_spawn and os.exec have read their mapping before it (their wrappers
+    gave it the value): the caller's mapping is left as it is."""
+    w, evaluation, applied = waiter
+    w.audit("os.fork", ())
+    assert evaluation.calls == ["result"] and len(applied.calls) == 1
+    env: dict[str, str] = {}
+    w.audit("os.posix_spawn", ("/bin/true", ["true"], env))
+    w.audit("os.exec", ("/bin/true", ["true"], env))
+    assert env == {} and len(applied.calls) == 1
+
+
 def test_the_training_process_waits_before_it_imports_torch() -> None:
     evaluation = FakeEvaluation()
     w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
@@ -209,6 +225,24 @@ def test_a_failed_evaluation_marks_every_worker(
     assert envs == [{"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}] * 2
     [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
     assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
+
+
+DENSE_TP2 = (Inputs(tp=2, cudagraph=True), {})
+
+
+def test_a_rank_started_without_a_launcher_counts_its_world_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """srun or mpirun start ``python -m torchtitan.train`` with WORLD_SIZE set:
+    2 ranks // TP 2 leave no FSDP lane, so Q is 4, not 8."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    applied = Applied()
+    evaluation = FakeEvaluation(DENSE_TP2)
+    w = parent.Waiter(pending(in_process=True), evaluation, applied)  # type: ignore[arg-type]
+    w.audit("import", ("torch", None, [], [], []))
+    [(outcome, _, _)] = applied.calls
+    assert (outcome.queues, outcome.marker) == (4, "4 --module")
+    assert "fsdp_comm" not in outcome.message
 
 
 def test_two_threads_starting_workers_both_wait_and_both_get_it() -> None:
@@ -372,6 +406,24 @@ def test_is_foreign() -> None:
     assert not parent.is_foreign(ValueError("ours"))
 
 
+class Agent:
+    """A launcher whose signal handler is a method of its own."""
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        raise Stop("signal")
+
+
+def test_an_exception_from_a_handler_that_is_a_method_is_foreign() -> None:
+    agent = Agent()
+    previous = signal.signal(signal.SIGUSR2, agent.on_signal)
+    try:
+        with pytest.raises(Stop) as caught:
+            agent.on_signal(0, None)
+        assert parent.is_foreign(caught.value)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
 def test_a_forked_copy_never_waits_nor_ends_the_evaluation(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
     monkeypatch: pytest.MonkeyPatch,
@@ -438,6 +490,24 @@ def test_wrappers_are_put_back_once_the_value_is_in(
     assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] != originals
     w.need()
     assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] == originals
+
+
+@pytest.mark.forked
+def test_a_wrapped_function_removed_meanwhile_does_not_stop_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    applied = Applied()
+    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
+    w.install()
+    del os.execve  # a library of the launcher took it away
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))
+    assert [(o.queues, quiet) for o, _, quiet in applied.calls] == [
+        (8, False),
+        (8, True),
+    ]
+    assert env == Q8
 
 
 @pytest.mark.forked
@@ -566,10 +636,10 @@ def test_the_deadline_is_set_once_when_the_child_starts(
     never its own work plus the whole timeout."""
     clock = Clock()
     monkeypatch.setattr(parent.time, "monotonic", clock)
-    environ = dict(fake_child, FAKE_CHILD_SLEEP="30", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="5", ROCM_HWQ_AUTOSET_TIMEOUT="60")
     evaluation = parent.Evaluation(ARGS, environ)
     assert 1060.0 <= evaluation.deadline < 1061.0
-    clock.ahead += 59.5  # the launcher's own work took most of the timeout
+    clock.ahead += 59.8  # the launcher's own work took most of the timeout
     start = time.perf_counter()
     result, _ = evaluation.result()
     assert time.perf_counter() - start < 3
@@ -578,13 +648,125 @@ def test_the_deadline_is_set_once_when_the_child_starts(
     assert evaluation.child.returncode == -signal.SIGKILL
 
 
-def _alive(pid: int) -> bool:
+def test_at_the_deadline_the_launcher_waits_no_more(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the clock stopped: exactly at the deadline, no wait; just before
+    it, the wait goes on until the answer comes."""
+    now = [1000.0]
+    monkeypatch.setattr(parent.time, "monotonic", lambda: now[0])
+    evaluation = parent.Evaluation(ARGS, fake_child)
+    now[0] = evaluation.deadline
+    result, _ = evaluation.result()
+    assert str(result) == "evaluating took over 120 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
+    evaluation = parent.Evaluation(ARGS, fake_child)
+    now[0] = evaluation.deadline - 0.5
+    assert evaluation.result() == (EVALUATED, False)
+    monkeypatch.undo()
+    evaluation.settle()
+
+
+def test_the_answer_is_taken_at_its_end_of_line_and_the_child_ends_by_the_deadline(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child goes on after its answer (it stores it in the cache): the
+    launcher does not wait for that, and ends it at the deadline at the
+    latest (past it: at once)."""
+    clock = Clock()
+    monkeypatch.setattr(parent.time, "monotonic", clock)
+    environ = dict(fake_child, FAKE_CHILD_LINGER="30", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    evaluation = parent.Evaluation(ARGS, environ)
+    start = time.perf_counter()
+    assert evaluation.result() == (EVALUATED, False)
+    assert time.perf_counter() - start < 10
+    clock.ahead += 65  # the launcher's own work outlasted the timeout
+    start = time.perf_counter()
+    evaluation.settle()
+    assert time.perf_counter() - start < 0.7
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_answers_nonsense_and_goes_on_is_ended_at_once(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parent, "REAP_SECONDS", 0.05)
+    environ = dict(fake_child, FAKE_CHILD_OUT="not json", FAKE_CHILD_LINGER="30")
+    evaluation = parent.Evaluation(ARGS, environ)
+    start = time.monotonic()
+    result, _ = evaluation.result()
+    assert time.monotonic() - start < 10
+    assert str(result) == "the evaluating child ended with signal 9"
+
+
+def test_a_child_ended_by_a_signal_says_which(fake_child: dict[str, str]) -> None:
+    """Killed before it could answer (the OOM killer, say)."""
+    environ = dict(fake_child, FAKE_CHILD_SIGNAL="15")
+    result, cached = parent.Evaluation(ARGS, environ).result()
+    assert (str(result), cached) == ("the evaluating child ended with signal 15", False)
+
+
+def test_a_long_answer_is_read_whole_and_only_its_line(
+    fake_child: dict[str, str],
+) -> None:
+    """An answer longer than a pipe holds comes in pieces."""
+    from tests.fake_child import RESULT
+
+    long = json.dumps({**RESULT, "how": "evaluated", "padding": "x" * 100_000})
+    environ = dict(fake_child, FAKE_CHILD_OUT=long + "\nanything after it")
+    assert parent.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+
+
+def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
+    fake_child: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A warning at the child's start, before it silences itself."""
+    environ = dict(fake_child, FAKE_CHILD_STDERR="DeprecationWarning: x\n")
+    assert parent.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+    assert capfd.readouterr().err == ""
+
+
+def test_a_launcher_that_closed_the_pipe_is_told_so(fake_child: dict[str, str]) -> None:
+    """A launcher that closes every descriptor (as a daemon does) meanwhile:
+    one reason, no exception, no child left."""
+    evaluation = parent.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    assert evaluation.child.stdout is not None
+    os.close(evaluation.child.stdout.fileno())
+    result, cached = evaluation.result()
+    assert str(result) == "reading the evaluation: Bad file descriptor"
+    assert cached is False
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def _state(pid: int) -> str:
+    """The process's state (``R``, ``S``, ``Z`` for a zombie ...), or ``""``
+    once it is gone and reaped."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone for our purpose
-        return stat.read().split(") ")[1][0] != "Z"
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(") ")[2][0]
+    except FileNotFoundError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in ("", "Z")  # a zombie is gone for our purpose
+
+
+def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
+    fake_child: dict[str, str],
+) -> None:
+    """A launcher that goes on starting workers leaves no zombie behind."""
+    evaluation = parent.Evaluation(ARGS, fake_child)
+    w = parent.Waiter(pending(), evaluation, Applied())
+    try:
+        w.audit(POPEN, popen_args({}))  # the child answers, then ends
+        pid = evaluation.child.pid
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        w.audit(POPEN, popen_args({}))  # the next worker's start
+        assert _state(pid) == ""
+    finally:
+        evaluation.end()
 
 
 def _gone_within(pids: list[int], seconds: float) -> bool:
@@ -603,10 +785,45 @@ def test_end_kills_the_whole_group_in_bounded_time(fake_child: dict[str, str]) -
     while not Path(environ["FAKE_CHILD_LOG"]).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     [child] = started(environ)
+    pipes = [evaluation.child.stdin, evaluation.child.stdout]
     start = time.monotonic()
     evaluation.end()
     assert time.monotonic() - start < parent.REAP_SECONDS + 1
+    assert all(pipe is not None and pipe.closed for pipe in pipes)  # no fd leaks
     assert _gone_within([child["pid"], child["grandchild"]], 2)
+
+
+def test_a_child_that_ends_as_it_is_ended_is_no_error(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killpg = os.killpg
+
+    def racing(pgid: int, signum: int) -> None:
+        killpg(pgid, signum)
+        raise ProcessLookupError("it ended meanwhile")
+
+    evaluation = parent.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    monkeypatch.setattr(parent.os, "killpg", racing)
+    evaluation.end()
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_will_not_die_holds_the_launcher_a_bounded_time(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child stuck in the GPU driver ignores even SIGKILL for a while."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_STUCK="1")
+    evaluation = parent.Evaluation(ARGS, environ)
+    monkeypatch.setattr(parent.os, "killpg", lambda pgid, signum: None)
+    monkeypatch.setattr(parent, "REAP_SECONDS", 0.05)
+    start = time.monotonic()
+    try:
+        evaluation.end()
+        assert time.monotonic() - start < 2
+    finally:
+        monkeypatch.undo()
+        os.killpg(evaluation.child.pid, signal.SIGKILL)
+        evaluation.child.wait(10)
 
 
 PARENT = """
@@ -622,14 +839,27 @@ time.sleep(0.3)
 """
 
 
+#: The parent ends, and a copy of it made by C code's fork (no at-fork handler
+#: closed its copy of the child's pipe) lives on.
+FORKED_FROM_C = """
+import ctypes
+if ctypes.CDLL(None).fork() == 0:
+    time.sleep(3)
+os._exit(0)
+"""
+
+
 @pytest.mark.parametrize(
-    "death", ["os.kill(os.getpid(), 9)", "os._exit(0)", "raise SystemExit(1)"]
+    "death",
+    ["os.kill(os.getpid(), 9)", "os._exit(0)", "raise SystemExit(1)", FORKED_FROM_C],
+    ids=["SIGKILL", "os._exit", "exit", "a copy lives on"],
 )
 def test_the_child_never_outlives_its_parent(
     fake_child: dict[str, str], death: str
 ) -> None:
     """Whatever ends the parent (SIGKILL, os._exit, a normal exit), its child
-    and the child's own process end within a second."""
+    and the child's own process end within a second, even while a copy of the
+    parent holds the pipe the child watches."""
     environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
     code = PARENT.format(root=str(ROOT), args=ARGS, death=death)
     subprocess.run([sys.executable, "-c", code], env=environ, timeout=30)
@@ -843,6 +1073,29 @@ def test_evaluate_without_a_cache(
     assert "--cache" not in child["argv"]
 
 
+def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
+    evaluating: dict[str, str],
+) -> None:
+    """``explain`` and ``doctor`` evaluate for an environment of their own: an
+    entry that read MY_DEGREE is used when that environment's value matches."""
+    from rocm_hwq_autoset._result import encode_result
+
+    assert "MY_DEGREE" not in os.environ
+    cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
+    os.makedirs(cache.path, mode=0o700)
+    environ = dict(evaluating, MY_DEGREE="2")
+    cache_key = parent.key(ARGS, environ)
+    deps = {"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}}
+    cache.store(cache_key, encode_result(*EVALUATED), deps)
+    assert parent.evaluate(pending(), environ) == (
+        EVALUATED, f"from the cache ({cache.entry(cache_key)})"
+    )  # fmt: skip
+    environ["MY_DEGREE"] = "4"
+    assert parent.evaluate(pending(), environ) == (
+        EVALUATED, "evaluated (cache: stale: MY_DEGREE changed)"
+    )  # fmt: skip
+
+
 def test_evaluate_says_when_another_process_evaluated(
     evaluating: dict[str, str],
 ) -> None:
@@ -853,6 +1106,15 @@ def test_evaluate_says_when_another_process_evaluated(
         EVALUATED,
         "from the cache (another process evaluated it)",
     )
+
+
+def test_evaluate_when_the_evaluation_takes_too_long(
+    evaluating: dict[str, str],
+) -> None:
+    environ = dict(evaluating, FAKE_CHILD_SLEEP="30", ROCM_HWQ_AUTOSET_TIMEOUT="0.1")
+    result, how = parent.evaluate(pending(), environ)
+    assert str(result) == "evaluating took over 0.1 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
+    assert how == "evaluated (cache: no entry)"
 
 
 def test_evaluate_when_no_child_can_start(
