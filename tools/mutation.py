@@ -446,6 +446,28 @@ EQUIVALENT: list[Equivalent] = [
     ),
     # The --module evaluation and the cache.
     Equivalent(
+        "_cache",
+        "location",
+        'xdg = environ.get("XDG_CACHE_HOME", "")',
+        'xdg = environ.get("XDG_CACHE_HOME", "XXXX")',
+        "Unset reads as '' or 'XXXX': neither is an absolute path, and only an"
+        " absolute XDG_CACHE_HOME is used.",
+    ),
+    Equivalent(
+        "_cache",
+        "Cache._entries",
+        'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):',
+        'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=None):',
+        "follow_symlinks is read for its truth: None is False.",
+    ),
+    Equivalent(
+        "_cache",
+        "Cache.prune",
+        "if entry.stat(follow_symlinks=False).st_mtime < old:",
+        "if entry.stat(follow_symlinks=None).st_mtime < old:",
+        "follow_symlinks is read for its truth: None is False.",
+    ),
+    Equivalent(
         "_registry_parent",
         "Evaluation.__init__",
         'cache_key: str = "",',
