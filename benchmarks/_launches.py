@@ -33,7 +33,7 @@ SITECUSTOMIZE = r"""
 import os, sys
 _argv = list(getattr(sys, "orig_argv", []))
 _log = os.environ.get("EVAL_LOG")  # read now: the evaluation records what it reads
-if "rocm_hwq_autoset._registry_child" in _argv and _log:
+if "rocm_hwq_autoset._evaluation.child" in _argv and _log:
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)

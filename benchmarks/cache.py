@@ -55,7 +55,7 @@ NO_WORSE = 0.05
 #: ``LOOKUP=json``: that parse alone; unset: everything else (imports, the key).
 LOOKUP = """
 import json, os, sys, time
-from rocm_hwq_autoset._cache import key, open_cache
+from rocm_hwq_autoset._evaluation.cache import key, open_cache
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 entry = key(training, os.environ)

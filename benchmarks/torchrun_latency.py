@@ -83,7 +83,7 @@ def two_nodes(world: World, python: str, env: dict[str, str]) -> tuple[float, st
 def evaluation(world: World, python: str) -> tuple[float, str, int]:
     started = time.perf_counter()
     done = subprocess.run(
-        [python, "-m", "rocm_hwq_autoset._registry_child", "--", *TRAINING],
+        [python, "-m", "rocm_hwq_autoset._evaluation.child", "--", *TRAINING],
         cwd=world.work, env={**world.env, "ROCM_HWQ_AUTOSET": "0"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip

@@ -350,7 +350,9 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
         size = world_size(environ)
         inputs = None
         if INPUTS in environ:
-            from ._result import decode_inputs  # a --module launch's worker
+            from ._evaluation.result_text import (
+                decode_inputs,  # a --module launch's worker
+            )
 
             inputs = decode_inputs(environ[INPUTS])
     except ConfigError as exc:

@@ -4,7 +4,7 @@
 :func:`run` asks :func:`_decision.decide` what to do for this process and
 applies the answer: the value and its marker into the environment, one line on
 stderr. A ``--module`` launch's answer comes later, from the evaluation that
-``_registry_parent`` starts; it applies it through :func:`apply` too.
+``_evaluation.parent`` starts; it applies it through :func:`apply` too.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def run() -> None:
             read_toml=_read_toml,
         )
         if not isinstance(decided, Outcome):  # a --module launch to evaluate
-            from ._registry_parent import start
+            from ._evaluation.parent import start
 
             start(decided, apply)
         else:
@@ -91,7 +91,9 @@ def apply(
         if outcome.marker is not None:
             target[ORIGIN] = outcome.marker
             if outcome.inputs is not None:
-                from ._result import encode_inputs  # a --module launch only
+                from ._evaluation.result_text import (
+                    encode_inputs,  # a --module launch only
+                )
 
                 target[INPUTS] = encode_inputs(outcome.inputs)
             else:

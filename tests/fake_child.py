@@ -1,4 +1,4 @@
-"""A stand-in for ``rocm_hwq_autoset._registry_child``: the parent's tests run it
+"""A stand-in for ``rocm_hwq_autoset._evaluation.child``: the parent's tests run it
 instead (``_registry_parent.CHILD``), so that they control what the child does
 and when, without torchtitan.
 
@@ -23,9 +23,9 @@ import sys
 import time
 
 from rocm_hwq_autoset import recommend
+from rocm_hwq_autoset._evaluation.child import watch
+from rocm_hwq_autoset._evaluation.result_text import encode_result
 from rocm_hwq_autoset._model import Inputs
-from rocm_hwq_autoset._registry_child import watch
-from rocm_hwq_autoset._result import encode_result
 
 #: What the tests' child answers by default: 5 lanes, Q = 8.
 INPUTS = Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True)

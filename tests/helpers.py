@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._cli.traces import count_streams
 from rocm_hwq_autoset._config import load_toml
 from rocm_hwq_autoset._decision import Outcome, decide
 from rocm_hwq_autoset._hook import apply
 from rocm_hwq_autoset._rocm import detect
+from rocm_hwq_autoset._traces import count_streams
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")

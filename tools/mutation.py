@@ -257,7 +257,7 @@ EQUIVALENT: list[Equivalent] = [
         "float() reads 'inf' in any case.",
     ),
     Equivalent(
-        "_result",
+        "_evaluation.result_text",
         "settings_from_json",
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
         "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
@@ -340,7 +340,7 @@ EQUIVALENT: list[Equivalent] = [
         "Reading.__init__",
         "self.launch = found or Launch(TOML_FORM, self.training, True)",
         "self.launch = found or Launch(TOML_FORM, self.training, None)",
-        "in_process is read only for a --module launch (_registry_parent),"
+        "in_process is read only for a --module launch (_evaluation.parent),"
         " never for this TOML one.",
     ),
     Equivalent(
@@ -348,7 +348,7 @@ EQUIVALENT: list[Equivalent] = [
         "Reading.__init__",
         "self.launch = found or Launch(TOML_FORM, self.training, True)",
         "self.launch = found or Launch(TOML_FORM, self.training, False)",
-        "in_process is read only for a --module launch (_registry_parent),"
+        "in_process is read only for a --module launch (_evaluation.parent),"
         " never for this TOML one.",
     ),
     Equivalent(
@@ -399,14 +399,14 @@ EQUIVALENT: list[Equivalent] = [
         " false as False.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "_Window.__init__",
         'self.decoder = codecs.getincrementaldecoder("utf-8")()',
         'self.decoder = codecs.getincrementaldecoder("UTF-8")()',
         "Codec names are looked up case-insensitively: the same decoder.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "_Window.__init__",
         "self.pos = 0",
         "self.pos = 1",
@@ -414,7 +414,7 @@ EQUIVALENT: list[Equivalent] = [
         " an empty buf and sets pos to 0 before anything reads it.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "_Window.__init__",
         "self.eof = False",
         "self.eof = None",
@@ -422,14 +422,14 @@ EQUIVALENT: list[Equivalent] = [
         " as false as False.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "events",
         "found = False",
         "found = None",
         "found is only tested for truth, and None is as false as False.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "open_trace",
         "raise TraceError(exc.strerror or type(exc).__name__) from None",
         "raise TraceError(exc.strerror or type(None).__name__) from None",
@@ -437,7 +437,7 @@ EQUIVALENT: list[Equivalent] = [
         " and the name after `or` is never used.",
     ),
     Equivalent(
-        "_cli.traces",
+        "_traces",
         "count_streams",
         "traced = worked = False",
         "traced = worked = None",
@@ -446,7 +446,7 @@ EQUIVALENT: list[Equivalent] = [
     ),
     # The --module evaluation and the cache.
     Equivalent(
-        "_cache",
+        "_evaluation.cache",
         "location",
         'xdg = environ.get("XDG_CACHE_HOME", "")',
         'xdg = environ.get("XDG_CACHE_HOME", "XXXX")',
@@ -454,21 +454,21 @@ EQUIVALENT: list[Equivalent] = [
         " absolute XDG_CACHE_HOME is used.",
     ),
     Equivalent(
-        "_cache",
+        "_evaluation.cache",
         "Cache._entries",
         'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):',
         'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=None):',
         "follow_symlinks is read for its truth: None is False.",
     ),
     Equivalent(
-        "_cache",
+        "_evaluation.cache",
         "Cache.prune",
         "if entry.stat(follow_symlinks=False).st_mtime < old:",
         "if entry.stat(follow_symlinks=None).st_mtime < old:",
         "follow_symlinks is read for its truth: None is False.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Evaluation.__init__",
         'cache_key: str = "",',
         'cache_key: str = "XXXX",',
@@ -476,7 +476,7 @@ EQUIVALENT: list[Equivalent] = [
         " gives a cache gives its key.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Evaluation._read_line",
         'while b"\\n" not in data and len(data) <= MAX_RESULT_BYTES:',
         'while b"\\n" not in data and len(data) < MAX_RESULT_BYTES:',
@@ -485,28 +485,28 @@ EQUIVALENT: list[Equivalent] = [
         " tell.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Evaluation._read_line",
         "chunk = os.read(fd, 65536)",
         "chunk = os.read(fd, 65537)",
         "The size of each read: the same bytes arrive either way.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Waiter.__init__",
         "self.abandoned = False",
         "self.abandoned = None",
         "Only tested for truth.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Waiter.__init__",
         "self.asked = False",
         "self.asked = None",
         "Only tested for truth.",
     ),
     Equivalent(
-        "_registry_parent",
+        "_evaluation.parent",
         "Waiter._waiting_first",
         "self.need(environ if isinstance(environ, MutableMapping) else None)",
         "self.need(environ if (isinstance(environ, MutableMapping)) or True else None)",

@@ -13,7 +13,7 @@ It does three things ``mutmut`` does not:
 1. **mutmut reads the real environment.** Its trampolines look
    ``MUTANT_UNDER_TEST`` (and, while counting, ``MUTMUT_DEPENDENCY_DEPTH``) up
    in ``os.environ`` on every call of a mutated function. The ``--module``
-   child's recorder (``_deps.Recorder``) replaces ``os.environ`` by a mapping
+   child's recorder (``deps.Recorder``) replaces ``os.environ`` by a mapping
    whose methods are themselves mutated: each lookup would call itself until
    the stack overflows. Here the trampolines see the ``os.environ`` of
    interpreter start, which shares its variables with the recorder's and

@@ -124,7 +124,7 @@ class Reading:
         """The ``--module`` launch's evaluation, or the ``ConfigError`` it ended
         with; evaluated (or found in the cache) once."""
         if self._evaluated is None:
-            from .._registry_parent import evaluate  # starts a child: no torch here
+            from .._evaluation.parent import evaluate  # starts a child: no torch here
 
             try:
                 module_args(self.launch.args)

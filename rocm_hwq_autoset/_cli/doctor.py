@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
 from .. import may_be_launch
 from .._argv import Launch
-from .._cache import location, open_cache
 from .._config import ConfigError
 from .._decision import (
     HIP_DEFAULT_QUEUES,
@@ -31,6 +30,7 @@ from .._decision import (
     switch,
     switch_problem,
 )
+from .._evaluation.cache import location, open_cache
 from ._common import Reading, describe, rocm, training_environ
 from .term import paint, row
 

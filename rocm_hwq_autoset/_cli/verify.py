@@ -22,9 +22,9 @@ from .._decision import (
     positive_int,
 )
 from .._model import queues_for
+from .._traces import TraceError, count_streams
 from ._common import Reading, fail, training_environ
 from .term import paint
-from .traces import TraceError, count_streams
 
 if TYPE_CHECKING:
     import argparse

@@ -14,7 +14,6 @@ import pytest
 
 from rocm_hwq_autoset import _hook
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._cache import Cache
 from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
 from rocm_hwq_autoset._cli.doctor import (
@@ -25,6 +24,7 @@ from rocm_hwq_autoset._cli.doctor import (
     startup_file_checks,
 )
 from rocm_hwq_autoset._decision import SET, SKIP, WARNING, Outcome
+from rocm_hwq_autoset._evaluation.cache import Cache
 
 from ..data import write_job
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch

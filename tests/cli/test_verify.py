@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset import _traces
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._cli import traces as _traces
 from rocm_hwq_autoset._cli import verify as _verify
-from rocm_hwq_autoset._cli.traces import TraceError, count_streams
+from rocm_hwq_autoset._traces import TraceError, count_streams
 
 from ..data import (
     TRACE_DEVICES,

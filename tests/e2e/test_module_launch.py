@@ -28,8 +28,8 @@ LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmo
 def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
     """The parent side on its own: a config that takes 30 s to build, a 0.5 s
     timeout; the child's group is killed and the reason is one line."""
-    from rocm_hwq_autoset import _registry_parent
     from rocm_hwq_autoset._config import ConfigError
+    from rocm_hwq_autoset._evaluation import parent as _registry_parent
 
     package = str(Path(_registry_parent.__file__).parents[1])
     path = os.pathsep.join([str(write_standin(tmp_path / "standin")), package])

@@ -127,7 +127,7 @@ OURS = """
 import json, sys
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._model import Recommendation
-from rocm_hwq_autoset._registry_child import evaluate_config
+from rocm_hwq_autoset._evaluation.child import evaluate_config
 for args in json.loads(sys.argv[1]):
     try:
         inputs, settings = evaluate_config(args)

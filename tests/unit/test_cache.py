@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import _cache
-from rocm_hwq_autoset._cache import Cache, key, location, open_cache
 from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._evaluation import cache as _cache
+from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
 from tests.fake_child import INPUTS, RESULT, SETTINGS
 
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import _registry_child as child_module
-from rocm_hwq_autoset._cache import Cache, host
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import DEFAULT_TIMEOUT
-from rocm_hwq_autoset._registry_child import evaluate_config, shorten_lists
+from rocm_hwq_autoset._evaluation import child as child_module
+from rocm_hwq_autoset._evaluation.cache import Cache, host
+from rocm_hwq_autoset._evaluation.child import evaluate_config, shorten_lists
 
 from ..helpers import child_env
 from ..standin import write_recipes, write_standin
@@ -55,7 +55,7 @@ def child(world: dict[str, str], args: list[str], *, cache: bool = True,
     options = ["--cache", world["CACHE"], "--key", key] if cache else []
     os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "rocm_hwq_autoset._registry_child", *options, "--",
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
          *args],
         cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
@@ -169,7 +169,7 @@ def test_a_rank_that_cannot_take_the_lock_evaluates_alone(
 
 def test_a_child_whose_parent_is_gone_ends_at_once(world: dict[str, str]) -> None:
     process = subprocess.run(
-        [sys.executable, "-m", "rocm_hwq_autoset._registry_child", "--parent", "1",
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--parent", "1",
          "--", *RECIPE],
         env=world, capture_output=True, text=True, timeout=30,
     )  # fmt: skip

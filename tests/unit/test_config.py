@@ -16,7 +16,10 @@ from rocm_hwq_autoset._config import (
     near_miss,
     parse_toml,
 )
-from rocm_hwq_autoset._result import settings_from_json, settings_to_json
+from rocm_hwq_autoset._evaluation.result_text import (
+    settings_from_json,
+    settings_to_json,
+)
 
 TABLES = b"""
 [model]

@@ -14,8 +14,8 @@ import rocm_hwq_autoset as _startup
 from rocm_hwq_autoset import ConfigError, _decision, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation.result_text import encode_inputs
 from rocm_hwq_autoset._model import Inputs
-from rocm_hwq_autoset._result import encode_inputs
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
@@ -642,7 +642,7 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
 ) -> None:  # fmt: skip
     """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
     "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
-    from rocm_hwq_autoset import _registry_parent
+    from rocm_hwq_autoset._evaluation import parent as _registry_parent
 
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
@@ -669,7 +669,7 @@ def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
 
 
 @pytest.mark.parametrize(
-    "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._registry_child"]
+    "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._evaluation.child"]
 )
 def test_the_packages_own_modules_are_left_alone(module: str) -> None:
     outcome = _decide({}, MODULE_ARGS, module)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._deps import NOT_CONFIG, check, counts
+from rocm_hwq_autoset._evaluation.deps import NOT_CONFIG, check, counts
 
 from ..helpers import child_env
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EVALUATION = """
 import json, os, sys
 sys.path.insert(0, os.getcwd())
-from rocm_hwq_autoset._deps import Recorder
+from rocm_hwq_autoset._evaluation.deps import Recorder
 recorder = Recorder()
 recorder.start()
 import importlib

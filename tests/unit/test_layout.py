@@ -18,20 +18,22 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rocm_hwq_autoset"
 
 #: Layer of each module, from the bottom: what a module may import is below it.
 LAYERS = {
-    # reading inputs, recording reads: nothing of the package below
-    "_config": 0, "_deps": 0,
-    # the command line, the model, ROCm detection
-    "_argv": 1, "_model": 1, "_rocm": 1,
-    # an evaluation's result as text (the child's answer, the cache, the workers)
-    "_result": 2,
-    # the decision, the cache of evaluations, the public API
-    "_decision": 3, "_cache": 3, "_api": 3,
+    # reading inputs: nothing of the package below
+    "_config": 0,
+    # the command line, the model, profiler traces, ROCm detection
+    "_argv": 1, "_model": 1, "_traces": 1, "_rocm": 1,
+    # the --module wing's ground floor: what an evaluation read, its result as
+    # text (the child's answer, a cache entry, the workers' inputs)
+    "_evaluation.__init__": 2, "_evaluation.deps": 2,
+    "_evaluation.result_text": 2,
+    # the decision, the public API, the cache of evaluations
+    "_decision": 3, "_api": 3, "_evaluation.cache": 3,
     # the --module evaluation: the parent's side, the child's side
-    "_registry_parent": 4, "_registry_child": 4,
+    "_evaluation.parent": 4, "_evaluation.child": 4,
     # the start-up hook, then the gate every process passes
     "_hook": 5, "__init__": 6,
     # the command line: shared, commands, dispatcher
-    "_cli._common": 7, "_cli.traces": 7, "_cli.term": 7,
+    "_cli._common": 7, "_cli.term": 7,
     "_cli.explain": 8, "_cli.doctor": 8, "_cli.verify": 8,
     "_cli.__init__": 9, "__main__": 10,
 }  # fmt: skip

@@ -8,6 +8,11 @@ import itertools
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._evaluation.result_text import (
+    decode_inputs,
+    decode_result,
+    encode_inputs,
+)
 from rocm_hwq_autoset._model import (
     FACT_KEYS,
     Inputs,
@@ -16,7 +21,6 @@ from rocm_hwq_autoset._model import (
     queues_for,
     resolve_shard,
 )
-from rocm_hwq_autoset._result import decode_inputs, decode_result, encode_inputs
 
 #: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
 PR_VECTORS = [

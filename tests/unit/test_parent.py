@@ -19,13 +19,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rocm_hwq_autoset import _registry_parent as parent
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._cache import Cache
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._evaluation.result_text import encode_inputs
 from rocm_hwq_autoset._model import Inputs
-from rocm_hwq_autoset._result import encode_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--module", "graph_trainer.deepseek_v3", "--config", "c"]
@@ -829,7 +829,7 @@ def test_a_child_that_will_not_die_holds_the_launcher_a_bounded_time(
 PARENT = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from rocm_hwq_autoset import _registry_parent as parent
+from rocm_hwq_autoset._evaluation import parent as parent
 parent.CHILD = "tests.fake_child"
 parent.Evaluation({args!r}, dict(os.environ))
 while not os.path.exists(os.environ["FAKE_CHILD_LOG"]):
@@ -961,8 +961,8 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
 def test_start_with_an_entry_applies_it_and_starts_nothing(
     starting: Any, tmp_path: Path
 ) -> None:
-    from rocm_hwq_autoset._cache import open_cache
-    from rocm_hwq_autoset._result import encode_result
+    from rocm_hwq_autoset._evaluation.cache import open_cache
+    from rocm_hwq_autoset._evaluation.result_text import encode_result
 
     cache, _ = open_cache(os.environ)
     assert cache is not None
@@ -1030,7 +1030,7 @@ def evaluating(fake_child: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> None:
-    from rocm_hwq_autoset._result import encode_result
+    from rocm_hwq_autoset._evaluation.result_text import encode_result
 
     result, how = parent.evaluate(pending(), evaluating)
     assert (result, how) == (EVALUATED, "evaluated (cache: no entry)")
@@ -1078,7 +1078,7 @@ def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
 ) -> None:
     """``explain`` and ``doctor`` evaluate for an environment of their own: an
     entry that read MY_DEGREE is used when that environment's value matches."""
-    from rocm_hwq_autoset._result import encode_result
+    from rocm_hwq_autoset._evaluation.result_text import encode_result
 
     assert "MY_DEGREE" not in os.environ
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])

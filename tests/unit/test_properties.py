@@ -16,12 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset import ConfigError, _traces, recommend
 from rocm_hwq_autoset._argv import Launch, cli_overrides, config_file_arg, find_launch
-from rocm_hwq_autoset._cli import traces as _traces
-from rocm_hwq_autoset._cli.traces import TraceError
 from rocm_hwq_autoset._config import FIELDS, parse_toml
 from rocm_hwq_autoset._decision import Outcome, decide
+from rocm_hwq_autoset._traces import TraceError
 
 settings.register_profile("ci", max_examples=100, deadline=None)
 settings.register_profile(

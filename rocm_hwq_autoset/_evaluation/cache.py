@@ -6,7 +6,7 @@ An entry is a JSON file named after a key: what a later launch must match
 exactly (the training arguments, the interpreter, the working directory, the
 variables that shape ``sys.path`` and the visible GPUs).
 It holds the evaluation's result (the model's inputs and every field with its
-source) and what the evaluation read (``_deps``), checked before every use.
+source) and what the evaluation read (``deps``), checked before every use.
 
 Safety: the directory is created private (0700); it and an entry are trusted
 only when the current user owns them and nobody else can write them; entries are
@@ -26,15 +26,15 @@ import sys
 import time
 from typing import Any
 
-from ._config import ConfigError, read_open
-from ._deps import check
-from ._result import decode_result
+from .._config import ConfigError, read_open
+from .deps import check
+from .result_text import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._result import Evaluated
+    from .result_text import Evaluated
 
 #: ``0``/``false``/``off``/``no`` turn the cache off (and with it the
 #: coordination of ranks on a node); unset, empty or ``1``/``on``/``true``/

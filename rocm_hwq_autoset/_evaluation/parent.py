@@ -1,6 +1,6 @@
 """The ``--module`` evaluation, parent side: runs in the launcher (torchrun) or
 the training process itself. Uses the cache, or starts the child
-(``_registry_child``), waits for it only when its value is needed, and ends it.
+(``child``), waits for it only when its value is needed, and ends it.
 
 At interpreter start the hook calls :func:`start` and the process goes on: a
 torchrun launcher has its own work to do (importing torch, the rendezvous with
@@ -44,10 +44,9 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from ._argv import MODULE_FORM, Launch
-from ._cache import Cache, key, open_cache
-from ._config import ConfigError
-from ._decision import (
+from .._argv import MODULE_FORM, Launch
+from .._config import ConfigError
+from .._decision import (
     INPUTS,
     ORIGIN,
     QUEUES,
@@ -60,17 +59,18 @@ from ._decision import (
     failed,
     timeout,
 )
-from ._result import decode_result
+from .cache import Cache, key, open_cache
+from .result_text import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ._decision import Evaluated
+    from .._decision import Evaluated
 
     #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
     #: given), and say it unless ``quiet``.
     Apply = Callable[..., None]
 
-CHILD = "rocm_hwq_autoset._registry_child"
+CHILD = "rocm_hwq_autoset._evaluation.child"
 #: Audit events that come before this process starts another.
 SPAWN_EVENTS = frozenset({
     "subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.forkpty",

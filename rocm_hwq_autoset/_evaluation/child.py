@@ -1,5 +1,5 @@
 """The ``--module`` evaluation, child side: runs in a child interpreter started
-by ``_registry_parent``, never in a training process.
+by ``parent``, never in a training process.
 
 torchtitan's current launch form, ``-m torchtitan.train --module M --config FN``
 (pytorch/torchtitan #2386), names a Python function that returns the config:
@@ -9,9 +9,9 @@ child imports torchtitan. It
 1. watches its parent: it ends, with everything it started, as soon as the
    parent is gone, whatever ended it (:func:`watch`);
 2. with a cache, takes this node's lock for the launch: the first rank's child
-   evaluates, the others wait for its answer (``_cache``);
+   evaluates, the others wait for its answer (``cache``);
 3. evaluates: ``ConfigManager().parse_args(ARGS)``, read as PR #4032 reads the
-   config, recording what it read (``_deps``);
+   config, recording what it read (``deps``);
 4. prints exactly one JSON line on stdout: ``{"inputs": ..., "settings": ...}``
    or ``{"error": ..., "source": ...}``, with ``"how"``: ``evaluated`` (here),
    ``cache`` or ``peer`` (another rank's child evaluated it). Nothing else
@@ -19,7 +19,7 @@ child imports torchtitan. It
 5. then, the parent served, stores a successful result in the cache and
    publishes the answer for the ranks waiting on the lock.
 
-Usage: ``python -m rocm_hwq_autoset._registry_child [--parent PID] [--cache DIR
+Usage: ``python -m rocm_hwq_autoset._evaluation.child [--parent PID] [--cache DIR
 --key KEY] -- ARGS``.
 """
 
@@ -35,13 +35,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._argv import cli_overrides, module_args, suggest_flag
-from ._cache import Cache
-from ._config import CLI, ConfigError, Setting, from_object
-from ._decision import DEFAULT_TIMEOUT, timeout
-from ._deps import Recorder
-from ._model import Inputs, read_inputs
-from ._result import encode_result
+from .._argv import cli_overrides, module_args, suggest_flag
+from .._config import CLI, ConfigError, Setting, from_object
+from .._decision import DEFAULT_TIMEOUT, timeout
+from .._model import Inputs, read_inputs
+from .cache import Cache
+from .deps import Recorder
+from .result_text import encode_result
 
 #: How MoE is known in this form: PR #4032's own test.
 MOE_TEST = "model_spec.model.traverse(MoE.Config)"

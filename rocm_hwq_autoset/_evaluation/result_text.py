@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._config import (
+from .._config import (
     CLI,
     CONFIG,
     DEFAULT,
@@ -17,7 +17,7 @@ from ._config import (
     Setting,
     check_value,
 )
-from ._model import MOE_FROM, Inputs
+from .._model import MOE_FROM, Inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
