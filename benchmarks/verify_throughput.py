@@ -24,7 +24,9 @@ import sys
 from _venvs import BEFORE, ROOT, machine, workdir
 
 #: The trace reader is one module that imports only the standard library.
-READER = "rocm_hwq_autoset/_cli/traces.py"
+READER = "rocm_hwq_autoset/_traces.py"
+#: Where the reader was before the layout of 2026-12 moved it.
+OLD_READER = "rocm_hwq_autoset/_cli/traces.py"
 MEASURE = """
 import importlib.util, resource, time
 spec = importlib.util.spec_from_file_location("traces", {reader!r})
@@ -95,10 +97,13 @@ def main() -> None:
     print(f"machine: {machine()}; before = {args.before}, after = this checkout")
     with workdir() as tmp:
         old = tmp / "traces_before.py"
-        shown = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{args.before}:{READER}"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+        for reader in (READER, OLD_READER):
+            shown = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{args.before}:{reader}"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if shown.returncode == 0:
+                break
         if shown.returncode != 0:
             sys.exit(f"git show {args.before}:{READER} failed: {shown.stderr.strip()}")
         old.write_text(shown.stdout)

@@ -1,9 +1,11 @@
-"""The start-up decision, as a value, and the environment variables it reads.
+"""The start-up decision, as a value.
 
-:func:`decide` takes the environment, the command line and what detection finds,
-and returns an :class:`Outcome`: the value to set and how it was derived, or why
-nothing is done, and how loudly to say so. It changes nothing. The start-up hook
-applies the outcome; ``explain`` and ``doctor`` show the same outcome.
+:func:`decide` takes the environment, the launch this process makes and what
+detection finds, and returns an :class:`Outcome`: the value to set and how it
+was derived, or why nothing is done, and how loudly to say so. It changes
+nothing. The start-up hook applies the outcome; ``explain`` and ``doctor`` show
+the same outcome. The variables it reads, and how each is read, are
+``_environ``'s.
 
 A ``--module``/``--config`` launch cannot be decided in the training process (its
 config is Python that imports torch): :func:`decide` returns the ``Launch`` to
@@ -18,172 +20,49 @@ from ._argv import (
     TOML_FORM,
     cli_overrides,
     config_file_arg,
-    find_launch,
     has_config_file,
-    is_own_command,
     module_args,
-    program,
 )
 from ._config import ConfigError, merge
+from ._environ import (
+    FORCE,
+    INPUTS,
+    INVALID,
+    MARKS,
+    OFF,
+    QUEUES,
+    SWITCH,
+    TIMEOUT,
+    UNSET,
+    WORLD_SIZE,
+    QueuesSetting,
+    marker,
+    switch,
+    timeout,
+)
+from ._environ import world_size as _world_size
 from ._model import Inputs, Recommendation, read_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from ._argv import Launch
-    from ._config import Setting
-
-    #: What evaluating a ``--module`` launch gives: the model's inputs and every
-    #: field with its source.
-    Evaluated = tuple[Inputs, dict[str, Setting]]
-
-# The environment variables: names, and what each value means.
-
-#: HIP's flag: the hardware queues per device and stream priority.
-QUEUES = "GPU_MAX_HW_QUEUES"
-#: CLR's default when the flag is unset (``release(uint, GPU_MAX_HW_QUEUES, 4, ...)``).
-HIP_DEFAULT_QUEUES = 4
-
-#: The switch. The ``.pth`` line and the gate (``rocm_hwq_autoset.start``) read
-#: it too, before importing anything, with these same off values.
-SWITCH = "ROCM_HWQ_AUTOSET"
-#: The values of the switch (any case, spaces ignored); anything else is refused
-#: with a warning, and the hook does nothing: a value it cannot read never turns
-#: it on.
-OFF_VALUES = ("0", "false", "off", "no")
-ON_VALUES = ("", "1", "on", "true", "yes", "auto")
-FORCE_VALUE = "force"  # skip ROCm detection
-SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
-
-#: ``quiet``: print nothing. ``verbose``: every rank prints, and says why it did
-#: nothing. Unset or empty: one line per node (the launcher or ``LOCAL_RANK`` 0).
-LOG = "ROCM_HWQ_AUTOSET_LOG"
-LOG_LEVELS = ("quiet", "verbose")
-#: One line per node: the level when the variable is unset or unreadable.
-DEFAULT_LOG = "default"
-
-#: Set beside ``GPU_MAX_HW_QUEUES`` as ``"<Q> <form>"``: a value this package set
-#: (here or in a parent such as the torchrun launcher) is not explicit. A launcher
-#: whose ``--module`` evaluation failed sets ``"unset --module"``, so that its
-#: workers neither evaluate again nor warn again.
-ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
-#: Set beside it by a ``--module`` launcher: the model's inputs
-#: (:meth:`Inputs.encode`), from which a worker that knows ``WORLD_SIZE``
-#: recomputes Q as a TOML launch's worker does, without evaluating again.
-INPUTS = "ROCM_HWQ_AUTOSET_INPUTS"
-#: How each form is named in the marker.
-MARKED = {TOML_FORM: "job.config_file", MODULE_FORM: "--module"}
-UNSET = "unset"
-
-#: Seconds the ``--module``/``--config`` evaluation may take: importing torch and
-#: torchtitan takes 6-10 s on a busy 2-core machine; 120 s leaves room for a slow
-#: shared file system without letting a hung import hold a launch for long.
-TIMEOUT = "ROCM_HWQ_AUTOSET_TIMEOUT"
-DEFAULT_TIMEOUT = 120.0
-
-
-def switch(environ: Mapping[str, str]) -> str:
-    """``on``, ``off``, ``force``, or ``invalid``."""
-    value = environ.get(SWITCH, "").strip().lower()
-    if value in OFF_VALUES:
-        return "off"
-    if value in ON_VALUES:
-        return "on"
-    return "force" if value == FORCE_VALUE else "invalid"
-
-
-def switch_problem(environ: Mapping[str, str]) -> str | None:
-    """The warning for a switch value it cannot read, else None."""
-    if switch(environ) != "invalid":
-        return None
-    return f"{SWITCH}={environ[SWITCH]!r} is not {SWITCH_VALUES}"
-
-
-def log_level(environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """``quiet``, ``verbose`` or ``default``, and a warning for a value that is
-    none of them (the default is used then)."""
-    value = environ.get(LOG, "").strip().lower()
-    if not value:
-        return DEFAULT_LOG, None
-    if value in LOG_LEVELS:
-        return value, None
-    return DEFAULT_LOG, (
-        f"{LOG}={environ[LOG]!r} is not quiet or verbose;"
-        " using the default (one line per node)"
-    )
-
-
-def prints_for_node(environ: Mapping[str, str]) -> bool:
-    """Whether this process prints by default: once per node (the launcher,
-    which has no ``LOCAL_RANK``, or local rank 0)."""
-    return environ.get("LOCAL_RANK", "0").strip() == "0"
-
-
-def positive_int(text: str) -> int | None:
-    """``text`` as a positive decimal integer, else None."""
-    text = text.strip()
-    if not text.isdigit() or not text.isascii():
-        return None
-    value = int(text)
-    return value if value > 0 else None
-
-
-def marker(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
-    current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
-    value, _, marked = environ.get(ORIGIN, "").partition(" ")
-    form = next((f for f, text in MARKED.items() if text == marked), None)
-    if form is None:
-        return None
-    current = environ.get(QUEUES) or UNSET  # unset or empty: HIP's default
-    return (value, form) if value == current else None
-
-
-def explicit_queues(environ: Mapping[str, str]) -> str | None:
-    """A ``GPU_MAX_HW_QUEUES`` someone else set, which always wins; else None.
-
-    An empty value counts as unset: HIP reads it as its default.
-    """
-    value = environ.get(QUEUES)
-    if not value or marker(environ) is not None:
-        return None
-    return value
-
-
-def explicit_problem(value: str) -> str | None:
-    """Why HIP cannot use an explicit value, or None when it can."""
-    if positive_int(value) is not None:
-        return None
-    return (
-        f"{QUEUES}={value!r} is set but is not a positive integer, which HIP cannot use"
-    )
+    from ._evaluation.result_text import Evaluated
 
 
 def world_size(environ: Mapping[str, str]) -> int | None:
-    """torchrun's ``WORLD_SIZE``, set in workers and absent in the launcher."""
-    raw = environ.get("WORLD_SIZE")
-    if raw is None:
-        return None
-    size = positive_int(raw)
-    if size is None:
-        raise ConfigError(f"{raw!r} is not a positive integer", "WORLD_SIZE")
+    """``WORLD_SIZE``; ``ConfigError`` for a value that is no positive integer."""
+    size, problem = _world_size(environ)
+    if problem is not None:
+        raise ConfigError(problem, WORLD_SIZE)
     return size
 
 
-def timeout(environ: Mapping[str, str]) -> float:
-    """Seconds for the ``--module``/``--config`` evaluation."""
-    raw = environ.get(TIMEOUT, "")
-    if not raw.strip():
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"{raw!r} is not a positive number of seconds", TIMEOUT)
-    return value
+def internal_error(exc: BaseException) -> str:
+    """The package's own failure, as every warning of it says it."""
+    return f"internal error ({type(exc).__name__}: {exc})"
 
 
 # The decision.
@@ -232,46 +111,41 @@ class Outcome:
 
 def decide(
     environ: Mapping[str, str],
-    argv: Sequence[str],
-    orig_argv: Sequence[str],
+    launch: Launch | None,
     *,
     rocm: Callable[[], tuple[bool, str]],
     read_toml: Callable[[str], Mapping[str, Any]],
 ) -> Outcome | Launch:
-    """The hook's outcome for a process with this environment and command line,
-    or, for a ``--module`` launch, the launch to evaluate first.
+    """The hook's outcome for a process with this environment that makes this
+    launch (None: no launch, ``_argv.find_launch``), or, for a ``--module``
+    launch, the launch to evaluate first.
 
-    ``argv`` is the whole ``sys.argv`` as it is at interpreter start; ``rocm``
-    and ``read_toml`` are asked only when the decision gets that far
+    ``rocm`` and ``read_toml`` are asked only when the decision gets that far
     (detection, the bounded TOML reader).
     """
-    if is_own_command(*program(argv, orig_argv)):
-        return _skip("rocm-hwq-autoset's own command")
-    mode = switch(environ)
-    if mode == "off":
+    mode, problem = switch(environ)
+    if mode == OFF:
         return _skip(f"{SWITCH}={environ[SWITCH]} (opted out)")
-    problem = switch_problem(environ)
-    if problem is not None:
-        return Outcome(WARNING, problem, "the hook does nothing")
-    explicit = explicit_queues(environ)
-    if explicit is not None:
-        problem = explicit_problem(explicit)
+    if mode == INVALID:
+        return Outcome(WARNING, str(problem), "the hook does nothing")
+    setting = QueuesSetting(environ)
+    if setting.explicit is not None:
+        problem = setting.problem
         if problem is not None:
             return Outcome(
                 WARNING, problem, "left as is (an explicit value always wins)"
             )
-        return _skip(f"{QUEUES}={explicit} was set explicitly; left as is")
+        return _skip(f"{QUEUES}={setting.reading} was set explicitly; left as is")
     inherited = marker(environ)
     if inherited is not None and inherited[0] == UNSET:
         return _skip(
-            f"the launcher's {MARKED[inherited[1]]} evaluation failed and said so"
+            f"the launcher's {MARKS[inherited[1]]} evaluation failed and said so"
         )
     if inherited is not None and inherited[1] == MODULE_FORM:
         return _inherit(environ, inherited[0])
-    launch = find_launch(argv, orig_argv)
     if launch is None:
         return _skip("no --job.config_file and no torchtitan --module/--config")
-    if mode != FORCE_VALUE:
+    if mode != FORCE:
         on_rocm, evidence = rocm()
         if not on_rocm:
             return _skip(f"not ROCm: {evidence}")
@@ -279,7 +153,9 @@ def decide(
         size = world_size(environ)
         if launch.form == MODULE_FORM:
             module_args(launch.args)  # both flags, with values, as torchtitan needs
-            timeout(environ)  # a bad timeout is said here, before any child
+            _, problem = timeout(environ)
+            if problem is not None:  # said here, before any child
+                raise ConfigError(problem, TIMEOUT)
             return launch
         rec = recommend_launch(launch, size, read_toml=read_toml)
     except ConfigError as exc:
@@ -339,7 +215,7 @@ def failed(form: str, error: ConfigError) -> Outcome:
         WARNING,
         where + str(error),
         f"{QUEUES} left unset",
-        marker=f"{UNSET} {MARKED[form]}",
+        marker=f"{UNSET} {MARKS[form]}",
     )
 
 
@@ -373,7 +249,7 @@ def _set(
 ) -> Outcome:
     text = str(rec.queues)
     inputs = rec.inputs if form == MODULE_FORM else None
-    marked = f"{text} {MARKED[form]}"
+    marked = f"{text} {MARKS[form]}"
     if environ.get(QUEUES) == text:  # a parent of ours set it: said there
         return Outcome(
             SKIP,

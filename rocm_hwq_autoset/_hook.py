@@ -12,23 +12,22 @@ from __future__ import annotations
 import os
 import sys
 
+from ._argv import find_launch, is_own_command, program
 from ._config import load_toml
-from ._decision import (
+from ._decision import SET, SKIP, WARNING, Outcome, decide, internal_error
+from ._environ import (
     INPUTS,
     ORIGIN,
     QUEUES,
-    SET,
-    SKIP,
-    WARNING,
-    Outcome,
-    decide,
+    QUIET,
+    VERBOSE,
     log_level,
     prints_for_node,
 )
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Mapping, MutableMapping
+    from collections.abc import Callable, Mapping, MutableMapping, Sequence
     from typing import Any
 
     from ._argv import Launch
@@ -56,7 +55,7 @@ def run() -> None:
         _, problem = log_level(os.environ)
         if problem:
             say(Outcome(WARNING, problem), os.environ)
-        decided = decide(
+        decided = outcome_for(
             os.environ,
             list(getattr(sys, "argv", ())),  # an embedded interpreter may have none
             list(getattr(sys, "orig_argv", ())),  # Python 3.9 has none
@@ -70,12 +69,24 @@ def run() -> None:
         else:
             apply(decided)
     except Exception as exc:  # never a traceback at start-up
-        decided = internal_error(exc, "nothing set")
+        decided = Outcome(WARNING, internal_error(exc), "nothing set")
         say(decided, os.environ)
 
 
-def internal_error(exc: BaseException, tail: str) -> Outcome:
-    return Outcome(WARNING, f"internal error ({type(exc).__name__}: {exc})", tail)
+def outcome_for(
+    environ: Mapping[str, str],
+    argv: Sequence[str],
+    orig_argv: Sequence[str],
+    *,
+    rocm: Callable[[], tuple[bool, str]],
+    read_toml: Callable[[str], Mapping[str, Any]],
+) -> Outcome | Launch:
+    """:func:`_decision.decide` for a process with this command line (``sys.argv``
+    as it is at interpreter start, and ``sys.orig_argv``): the launch it makes,
+    if any, decided; the package's own commands are left alone."""
+    if is_own_command(*program(argv, orig_argv)):
+        return Outcome(SKIP, "rocm-hwq-autoset's own command")
+    return decide(environ, find_launch(argv, orig_argv), rocm=rocm, read_toml=read_toml)
 
 
 def apply(
@@ -107,9 +118,9 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
     ``LOCAL_RANK`` 0) and never for a skip; every rank and every skip in verbose
     mode; nothing when quiet."""
     level, _ = log_level(environ)
-    if level == "quiet":
+    if level == QUIET:
         return
-    if level != "verbose" and (outcome.level == SKIP or not prints_for_node(environ)):
+    if level != VERBOSE and (outcome.level == SKIP or not prints_for_node(environ)):
         return
     lead = {SET: "", SKIP: "nothing to do: ", WARNING: "warning: "}[outcome.level]
     line = fit(lead + outcome.text, outcome.tail, MAX_LINE - len(PREFIX))

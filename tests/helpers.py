@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._config import load_toml
-from rocm_hwq_autoset._decision import Outcome, decide
-from rocm_hwq_autoset._hook import apply
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._hook import apply, outcome_for
 from rocm_hwq_autoset._rocm import detect
 from rocm_hwq_autoset._traces import count_streams
 
@@ -82,7 +82,7 @@ def hook(
 ) -> Outcome:
     """What the start-up hook does for ``python PROGRAM ARGS``, on a plain dict:
     decide, then apply."""
-    outcome = decide(
+    outcome = outcome_for(
         environ, [program, *args], [],
         rocm=lambda: detect(path, environ), read_toml=load_toml,
     )  # fmt: skip

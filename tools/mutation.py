@@ -49,7 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "rocm_hwq_autoset"
 MUTANTS = ROOT / "mutants"
 #: The modules a TOML launch imports at interpreter start (docs/design.md).
-STARTUP = ("__init__", "_hook", "_decision", "_argv", "_config", "_model", "_rocm")
+STARTUP = (
+    "__init__", "_hook", "_decision", "_environ", "_argv", "_config", "_model", "_rocm",
+)  # fmt: skip
 #: The least kill rate, per start-up module and overall.
 TARGET = 0.90
 
@@ -234,23 +236,14 @@ EQUIVALENT: list[Equivalent] = [
         " fallback is never used.",
     ),
     Equivalent(
-        "_decision",
-        "switch",
-        'return "on"',
-        'return "XXonXX"',
-        "No caller compares with 'on': decide, doctor and explain test"
-        " 'off', 'force' and 'invalid'.",
-    ),
-    Equivalent("_decision", "switch", 'return "on"', 'return "ON"', "As above."),
-    Equivalent(
-        "_decision",
+        "_environ",
         "marker",
         'value, _, marked = environ.get(ORIGIN, "").partition(" ")',
         'value, _, marked = environ.get(ORIGIN, "XXXX").partition(" ")',
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
-        "_decision",
+        "_environ",
         "timeout",
         'if not 0 < value < float("inf"):',
         'if not 0 < value < float("INF"):',

@@ -27,20 +27,16 @@ from .._argv import (
 )
 from .._config import ConfigError, load_toml
 from .._decision import (
-    INPUTS,
-    ORIGIN,
-    QUEUES,
     SET,
     SKIP,
     WARNING,
     Outcome,
     conclude,
-    decide,
-    explicit_queues,
     recommend_launch,
     world_size,
 )
-from .._hook import fit
+from .._environ import INPUTS, ORIGIN, QUEUES, QueuesSetting
+from .._hook import fit, outcome_for
 from .._model import Recommendation
 from .._rocm import detect
 
@@ -164,10 +160,10 @@ class Reading:
         A value this package set (here or in a parent) is decided again, as a
         worker would; an explicit value stays."""
         environ = dict(self.environ)
-        if explicit_queues(environ) is None:
+        if QueuesSetting(environ).explicit is None:
             for name in (QUEUES, ORIGIN, INPUTS):
                 environ.pop(name, None)
-        outcome = decide(
+        outcome = outcome_for(
             environ, self.argv, self.orig_argv, rocm=rocm, read_toml=self.read_toml
         )
         if not isinstance(outcome, Outcome):  # a --module launch: evaluated here

@@ -15,21 +15,8 @@ if TYPE_CHECKING:
 from .. import may_be_launch
 from .._argv import Launch
 from .._config import ConfigError
-from .._decision import (
-    HIP_DEFAULT_QUEUES,
-    LOG,
-    QUEUES,
-    SET,
-    SKIP,
-    SWITCH,
-    WARNING,
-    Outcome,
-    explicit_problem,
-    log_level,
-    marker,
-    switch,
-    switch_problem,
-)
+from .._decision import SET, SKIP, WARNING, Outcome
+from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
 from .._evaluation.cache import location, open_cache
 from ._common import Reading, describe, rocm, training_environ
 from .term import paint, row
@@ -105,28 +92,17 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
         checks.append(Check("ok", "ROCm", evidence))
     else:
         checks.append(Check("note", "not ROCm", evidence))
-    if switch(os.environ) == "off":
+    mode, problem = switch(os.environ)
+    if mode == OFF:
         checks.append(Check("note", SWITCH, f"{os.environ[SWITCH]}: opted out"))
-    problem = switch_problem(os.environ)
     if problem:
         checks.append(Check("FAIL", SWITCH, f"{problem}: the hook does nothing"))
     _, log_problem = log_level(os.environ)
     if log_problem:
         checks.append(Check("FAIL", LOG, log_problem))
-    value = os.environ.get(QUEUES)
-    marked = marker(os.environ)
-    if not value:
-        checks.append(
-            Check("ok", QUEUES, f"unset (HIP's default: {HIP_DEFAULT_QUEUES})")
-        )
-    elif marked is not None:
-        checks.append(Check("ok", QUEUES, f"{value}, set by rocm-hwq-autoset in a"
-                            f" parent process ({marked[1]})"))  # fmt: skip
-    elif explicit_problem(value):  # set, and not by this package: explicit
-        checks.append(Check("FAIL", QUEUES, f"{value!r}, set by you, is not a"
-                            " positive integer: HIP cannot use it"))  # fmt: skip
-    else:
-        checks.append(Check("ok", QUEUES, f"{value}, set by you: it always wins"))
+    setting = QueuesSetting(os.environ)
+    usable = setting.explicit is None or setting.problem is None
+    checks.append(Check("ok" if usable else "FAIL", QUEUES, setting.describe()))
     checks += cache_checks()
     checks.append(start_up_check(_hook.decided))
     if training:

@@ -10,14 +10,7 @@ import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .._config import ConfigError
-from .._decision import (
-    HIP_DEFAULT_QUEUES,
-    QUEUES,
-    SWITCH,
-    explicit_problem,
-    explicit_queues,
-    switch,
-)
+from .._environ import HIP_DEFAULT_QUEUES, OFF, QUEUES, SWITCH, QueuesSetting, switch
 from .._model import FACT_KEYS
 from ._common import Reading, describe, fail, rocm, training_environ
 from .term import row
@@ -36,11 +29,10 @@ ALWAYS = {
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     json_out = out if opts.json else None
-    explicit = explicit_queues(os.environ)
-    if opts.export and explicit is not None:
-        problem = explicit_problem(explicit)
-        if problem is not None:
-            return fail(f"{problem}; nothing to export")
+    setting = QueuesSetting(os.environ)
+    explicit = setting.explicit
+    if opts.export and explicit is not None and setting.problem is not None:
+        return fail(f"{setting.problem}; nothing to export")
     try:
         environ = training_environ(opts.world_size)
         reading = Reading(opts.training, environ, use_cache=not opts.no_cache)
@@ -52,7 +44,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     except ConfigError as exc:
         return fail(str(exc), json_out)
     on_rocm, evidence = rocm()
-    current = os.environ.get(QUEUES)
+    current = setting.text
     if opts.json:
         doc = as_json(rec, source=source)
         doc["evaluation"] = reading.found
@@ -61,22 +53,14 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "rocm_evidence": evidence,
             "gpu_max_hw_queues": current or None,
             "explicit": explicit is not None,
-            "opted_out": switch(os.environ) == "off",
+            "opted_out": switch(os.environ)[0] == OFF,
             "hook": describe(outcome),
         }
         out.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    if not current:
-        queues = "unset"
-    elif explicit is None:
-        queues = f"{current} (set by rocm-hwq-autoset)"
-    elif explicit_problem(explicit):
-        queues = f"{current!r} (explicit, but HIP cannot use it)"
-    else:
-        queues = f"{current} (explicit: the hook leaves it)"
     environment = {
         "ROCm": ("yes: " if on_rocm else "no: ") + evidence,
-        QUEUES: queues,
+        QUEUES: setting.describe(),
         SWITCH: os.environ.get(SWITCH, "unset"),
         "the hook": describe(outcome),
     }
@@ -88,10 +72,11 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     sys.stderr.write(text)
     if explicit is not None:
         sys.stderr.write(
-            f"\n{QUEUES}={explicit} is set explicitly: exported as it is,"
-            " as the hook leaves it\n"
+            f"\n{QUEUES}={setting.reading} is set explicitly: exported as HIP"
+            " reads it, as the hook leaves it\n"
         )
-    out.write(f"export {QUEUES}={explicit or rec.queues}\n")
+    # The number HIP reads, never the text: always safe to eval.
+    out.write(f"export {QUEUES}={setting.queues if explicit else rec.queues}\n")
     return 0
 
 

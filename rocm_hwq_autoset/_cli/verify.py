@@ -14,13 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._config import ConfigError
-from .._decision import (
-    HIP_DEFAULT_QUEUES,
-    QUEUES,
-    explicit_problem,
-    explicit_queues,
-    positive_int,
-)
+from .._environ import PACKAGE, QUEUES, QueuesSetting
 from .._model import queues_for
 from .._traces import TraceError, count_streams
 from ._common import Reading, fail, training_environ
@@ -44,14 +38,13 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
     if opts.training:
         reading = Reading(opts.training, training_environ(None))
         return reading.rec.queues, "the training arguments (as explain computes it)"
-    value = os.environ.get(QUEUES)
-    if not value:  # HIP reads an empty value as unset
-        return HIP_DEFAULT_QUEUES, f"HIP's default ({QUEUES} unset)"
-    queues = positive_int(value)
-    if queues is None:  # explicit or not: never taken for HIP's default
-        raise ConfigError(f"{explicit_problem(value)}; give --queues N")
-    who = "set explicitly" if explicit_queues(os.environ) else "set by rocm-hwq-autoset"
-    return queues, f"{QUEUES} in the environment ({who})"
+    setting = QueuesSetting(os.environ)
+    if setting.text is None:
+        return setting.queues or 0, f"HIP's default ({QUEUES} unset)"
+    if setting.problem is not None:  # explicit or not: never HIP's default
+        raise ConfigError(f"{setting.problem}; give --queues N")
+    who = "set by rocm-hwq-autoset" if setting.who == PACKAGE else "set explicitly"
+    return setting.queues or 0, f"{QUEUES}={setting.reading} in the environment ({who})"
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:

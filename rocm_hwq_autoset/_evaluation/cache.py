@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from .._config import ConfigError, read_open
+from .._environ import CACHE_DIR, cache_switch
 from .deps import check
 from .result_text import decode_result
 
@@ -36,13 +37,6 @@ if TYPE_CHECKING:
 
     from .result_text import Evaluated
 
-#: ``0``/``false``/``off``/``no`` turn the cache off (and with it the
-#: coordination of ranks on a node); unset, empty or ``1``/``on``/``true``/
-#: ``yes`` leave it on.
-SWITCH = "ROCM_HWQ_AUTOSET_CACHE"
-#: Where the cache lives, before ``$XDG_CACHE_HOME/rocm-hwq-autoset`` and
-#: ``~/.cache/rocm-hwq-autoset``.
-DIRECTORY = "ROCM_HWQ_AUTOSET_CACHE_DIR"
 NAME = "rocm-hwq-autoset"
 
 #: The layout of an entry; another layout is not read.
@@ -63,13 +57,10 @@ KEY_VARIABLES = (
     "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
 )  # fmt: skip
 
-_OFF = ("0", "false", "off", "no")
-_ON = ("", "1", "on", "true", "yes")
-
 
 def location(environ: Mapping[str, str]) -> str:
     """The cache directory for this environment."""
-    chosen = environ.get(DIRECTORY)
+    chosen = environ.get(CACHE_DIR)
     if chosen:
         return os.path.abspath(os.path.expanduser(chosen))
     xdg = environ.get("XDG_CACHE_HOME", "")
@@ -204,13 +195,11 @@ def open_cache(
 ) -> tuple[Cache | None, str]:
     """The cache, or None with why not (``""`` when it is simply turned off).
     ``ConfigError`` for a value of the switch it cannot read."""
-    value = environ.get(SWITCH, "").strip().lower()
-    if value in _OFF:
+    on, problem = cache_switch(environ)
+    if problem is not None:
+        raise ConfigError(problem)
+    if not on:
         return None, ""
-    if value not in _ON:
-        raise ConfigError(
-            "is not 0/off/false/no or 1/on/true/yes", f"{SWITCH}={environ[SWITCH]!r}"
-        )
     path = location(environ)
     try:
         if create:

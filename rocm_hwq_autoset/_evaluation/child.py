@@ -37,7 +37,8 @@ from typing import Any
 
 from .._argv import cli_overrides, module_args, suggest_flag
 from .._config import CLI, ConfigError, Setting, from_object
-from .._decision import DEFAULT_TIMEOUT, timeout
+from .._decision import internal_error
+from .._environ import timeout
 from .._model import Inputs, read_inputs
 from .cache import Cache
 from .deps import Recorder
@@ -229,8 +230,7 @@ def _evaluate(args: Sequence[str], recorder: Recorder | None) -> dict[str, Any]:
     except ConfigError as exc:
         return {"error": exc.reason, "source": exc.source, "how": "evaluated"}
     except BaseException as exc:  # the parent turns this into one warning line
-        reason = f"internal error ({type(exc).__name__}: {exc})"
-        return {"error": reason, "source": "", "how": "evaluated"}
+        return {"error": internal_error(exc), "source": "", "how": "evaluated"}
     return {**encode_result(inputs, settings), "how": "evaluated"}
 
 
@@ -243,10 +243,7 @@ def main(argv: Sequence[str]) -> int:
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # torchtitan's and torch's own output goes nowhere
     os.dup2(quiet, 2)
-    try:
-        seconds = timeout(os.environ)
-    except ConfigError:
-        seconds = DEFAULT_TIMEOUT
+    seconds, _ = timeout(os.environ)  # a bad value: the default
     # A safety net beside the parent's own timeout: a parent that never waits
     # (it exited, or never started a process) must not leave us hung.
     signal.alarm(int(seconds) + 1)

@@ -47,24 +47,20 @@ from typing import Any
 from .._argv import MODULE_FORM, Launch
 from .._config import ConfigError
 from .._decision import (
-    INPUTS,
-    ORIGIN,
-    QUEUES,
     SKIP,
-    SWITCH,
-    TIMEOUT,
     WARNING,
     Outcome,
     conclude,
     failed,
-    timeout,
+    internal_error,
 )
+from .._environ import INPUTS, ORIGIN, QUEUES, SWITCH, TIMEOUT, timeout
 from .cache import Cache, key, open_cache
 from .result_text import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._decision import Evaluated
+    from .result_text import Evaluated
 
     #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
     #: given), and say it unless ``quiet``.
@@ -103,7 +99,9 @@ class Evaluation:
         cache: Cache | None = None,
         cache_key: str = "",
     ) -> None:
-        self.timeout = timeout(environ)
+        self.timeout, problem = timeout(environ)
+        if problem is not None:
+            raise ConfigError(problem, TIMEOUT)
         self.deadline = time.monotonic() + self.timeout
         self.owner = os.getpid()
         command = [sys.executable, "-m", CHILD, "--parent", str(self.owner)]
@@ -356,7 +354,7 @@ class Waiter:
                 self._unwrap()
                 raise
             # Never a traceback from our own failure.
-            return failed(MODULE_FORM, ConfigError(_internal(exc)))
+            return failed(MODULE_FORM, ConfigError(internal_error(exc)))
 
     def _give(self, environ: MutableMapping[str, str]) -> None:
         """A mapping made before the value arrived lacks it: add it. One that
@@ -390,10 +388,6 @@ class Waiter:
                 self.evaluation.settle(STORE_SECONDS)
             else:
                 self.evaluation.end()
-
-
-def _internal(exc: BaseException) -> str:
-    return f"internal error ({type(exc).__name__}: {exc})"
 
 
 def is_foreign(exc: BaseException) -> bool:

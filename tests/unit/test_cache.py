@@ -50,7 +50,8 @@ def test_the_switch(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": "sometimes"})
     assert str(caught.value) == (
-        "ROCM_HWQ_AUTOSET_CACHE='sometimes': is not 0/off/false/no or 1/on/true/yes"
+        "ROCM_HWQ_AUTOSET_CACHE='sometimes' is not 1/on/true/yes/auto (on),"
+        " 0/off/false/no (off)"
     )
     for on in ("", "1", "on", "yes", "True"):
         cache, problem = open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": on})

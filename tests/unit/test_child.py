@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._decision import DEFAULT_TIMEOUT
+from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.cache import Cache, host
 from rocm_hwq_autoset._evaluation.child import evaluate_config, shorten_lists

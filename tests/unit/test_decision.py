@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import rocm_hwq_autoset as _startup
-from rocm_hwq_autoset import ConfigError, _decision, _hook
+from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._evaluation.result_text import encode_inputs
@@ -328,16 +328,16 @@ def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
     )
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5", " "])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", " ", "-1"])
 def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
     value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = {"GPU_MAX_HW_QUEUES": value}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    reads = _environ.hip_reads(value)
     assert err == (
-        f"rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES={value!r} is set but is not"
-        " a positive integer, which HIP cannot use; left as is (an explicit value"
-        " always wins)\n"
+        f"rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES={value!r}: HIP reads {reads},"
+        " not a queue count; left as is (an explicit value always wins)\n"
     )
     assert env == {"GPU_MAX_HW_QUEUES": value}
 
@@ -349,7 +349,7 @@ RESULT = (Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True), {})
 def test_a_module_launch_is_pending_and_never_evaluated_in_process(
     rocm_path: list[str],
 ) -> None:
-    outcome = _decision.decide(
+    outcome = _hook.outcome_for(
         {}, ["-m", *MODULE_ARGS], ["python", "-m", "torchtitan.train", *MODULE_ARGS],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
@@ -383,7 +383,7 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
 def test_a_module_launch_missing_a_flag_is_named(
     args: list[str], said: str, rocm_path: list[str]
 ) -> None:
-    outcome = _decision.decide(
+    outcome = _hook.outcome_for(
         {}, ["-m", *args], ["python", "-m", "torchtitan.train", *args],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
     )  # fmt: skip
@@ -395,7 +395,7 @@ def test_a_module_launch_missing_a_flag_is_named(
 def test_the_world_size_reaches_the_module_launch(rocm_path: list[str]) -> None:
     """A rank started without a launcher knows WORLD_SIZE: its Q resolves
     data_parallel_shard_degree = -1 as a TOML launch's does."""
-    outcome = _decision.decide(
+    outcome = _hook.outcome_for(
         {"WORLD_SIZE": "2"}, ["-m", *MODULE_ARGS],
         ["python", "-m", "torchtitan.train", *MODULE_ARGS],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
@@ -421,19 +421,19 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     args = ["-m", *MODULE_ARGS]
     orig = ["python", "-m", "torchtitan.train", *MODULE_ARGS]
     worker = dict(launcher, WORLD_SIZE="8", LOCAL_RANK="0")
-    outcome = _decision.decide(worker, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    outcome = _hook.outcome_for(worker, args, orig, rocm=_no_rocm, read_toml=_no_read)
     assert isinstance(outcome, Outcome)
     assert (outcome.level, outcome.queues) == ("set", 4)  # 8 // 8 = 1: no FSDP
     assert outcome.marker == "4 --module" and outcome.inputs == inputs
     # Without WORLD_SIZE, or without the inputs: the launcher's value stands.
     for env in (dict(launcher), {k: v for k, v in worker.items()
                                  if k != "ROCM_HWQ_AUTOSET_INPUTS"}):  # fmt: skip
-        same = _decision.decide(env, args, orig, rocm=_no_rocm, read_toml=_no_read)
+        same = _hook.outcome_for(env, args, orig, rocm=_no_rocm, read_toml=_no_read)
         assert isinstance(same, Outcome) and same.level == "skip"
         assert same.queues is None
     # Inputs that are not the launcher's: said, and the value kept.
     bad = dict(worker, ROCM_HWQ_AUTOSET_INPUTS="tp=x")
-    said = _decision.decide(bad, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    said = _hook.outcome_for(bad, args, orig, rocm=_no_rocm, read_toml=_no_read)
     assert isinstance(said, Outcome) and said.level == "warning"
     assert said.message.startswith("ROCM_HWQ_AUTOSET_INPUTS: ")
     assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
@@ -445,7 +445,7 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         (["-m", "explain", "--job.config_file", "x"],
          ["python", "-m", "rocm_hwq_autoset", "explain", "--job.config_file", "x"]),
     ):  # fmt: skip
-        outcome = _decision.decide(
+        outcome = _hook.outcome_for(
             {"ROCM_HWQ_AUTOSET": "bogus"}, argv, orig,
             rocm=lambda: _detect(rocm_path), read_toml=_no_read,
         )  # fmt: skip
@@ -461,17 +461,16 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
 def test_the_timeout(raw: str, seconds: float | None) -> None:
     environ = {"ROCM_HWQ_AUTOSET_TIMEOUT": raw}
     if seconds is not None:
-        assert _decision.timeout(environ) == seconds
+        assert _environ.timeout(environ) == (seconds, None)
         return
-    with pytest.raises(ConfigError) as caught:
-        _decision.timeout(environ)
-    assert str(caught.value) == (
-        f"ROCM_HWQ_AUTOSET_TIMEOUT: {raw!r} is not a positive number of seconds"
+    assert _environ.timeout(environ) == (
+        120.0,
+        f"{raw!r} is not a positive number of seconds",
     )
 
 
 def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
-    outcome = _decision.decide(
+    outcome = _hook.outcome_for(
         {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
         ["python", "-m", "torchtitan.train", *MODULE_ARGS],
         rocm=lambda: _detect(rocm_path), read_toml=_no_read,
@@ -662,7 +661,7 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
 
 def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
     """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
-    return _decision.decide(
+    return _hook.outcome_for(
         environ, ["-m", *args], ["python", "-m", module, *args],
         rocm=lambda: (True, "test"), read_toml=_no_read,
     )  # fmt: skip
@@ -736,7 +735,7 @@ def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None
 def test_the_marker_names_our_value_or_nothing(
     environ: dict[str, str], found: tuple[str, str] | None
 ) -> None:
-    assert _decision.marker(environ) == found
+    assert _environ.marker(environ) == found
 
 
 @pytest.mark.parametrize(

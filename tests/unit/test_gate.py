@@ -92,7 +92,7 @@ def test_the_three_readers_of_the_switch_agree() -> None:
     """The .pth line, the gate and the decision each read the switch (the first
     two before importing anything): the same off values in all three."""
     from rocm_hwq_autoset import may_be_launch
-    from rocm_hwq_autoset._decision import OFF_VALUES, switch
+    from rocm_hwq_autoset._environ import OFF_VALUES, switch
 
     assert str(OFF_VALUES).replace(" ", "") in PTH_LINE.replace(" ", "").replace(
         '"', "'"
@@ -100,7 +100,7 @@ def test_the_three_readers_of_the_switch_agree() -> None:
     for value in [*OFF_VALUES, "1", "force", "bogus", ""]:
         environ = {"ROCM_HWQ_AUTOSET": f" {value.upper()} "}
         gate = may_be_launch(["x", "--module"], environ)
-        assert gate is (switch(environ) != "off"), value
+        assert gate is (switch(environ)[0] != "off"), value
 
 
 @pytest.mark.parametrize(("env", "argv", "wanted"), CASES)

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rocm_hwq_autoset"
 #: Layer of each module, from the bottom: what a module may import is below it.
 LAYERS = {
     # reading inputs: nothing of the package below
-    "_config": 0,
+    "_config": 0, "_environ": 0,
     # the command line, the model, profiler traces, ROCm detection
     "_argv": 1, "_model": 1, "_traces": 1, "_rocm": 1,
     # the --module wing's ground floor: what an evaluation read, its result as

@@ -986,8 +986,8 @@ def test_start_with_an_entry_applies_it_and_starts_nothing(
     [
         ({"ROCM_HWQ_AUTOSET_CACHE": "0"}, []),
         ({"ROCM_HWQ_AUTOSET_CACHE": "bogus"},
-         [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus': is not 0/off/false/no or"
-           " 1/on/true/yes; the cache is not used")]),
+         [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
+           " (on), 0/off/false/no (off); the cache is not used")]),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
          [("skip", "cache: {tmp}/file: File exists")]),
     ],
@@ -1055,8 +1055,8 @@ def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> No
     [
         ({"ROCM_HWQ_AUTOSET_CACHE": "off"}, "evaluated"),
         ({"ROCM_HWQ_AUTOSET_CACHE": "bogus"},
-         "evaluated (ROCM_HWQ_AUTOSET_CACHE='bogus': is not 0/off/false/no or"
-         " 1/on/true/yes)"),
+         "evaluated (ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
+         " (on), 0/off/false/no (off))"),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
          "evaluated ({tmp}/file: File exists)"),
     ],

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from rocm_hwq_autoset import ConfigError, _traces, recommend
 from rocm_hwq_autoset._argv import Launch, cli_overrides, config_file_arg, find_launch
 from rocm_hwq_autoset._config import FIELDS, parse_toml
-from rocm_hwq_autoset._decision import Outcome, decide
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._hook import outcome_for
 from rocm_hwq_autoset._traces import TraceError
 
 settings.register_profile("ci", max_examples=100, deadline=None)
@@ -115,7 +116,7 @@ def test_the_decision_is_total(
     """Whatever the environment and the command line: an outcome or a pending
     launch, never an exception, and one line to say it."""
     full = [*program, *argv]
-    result = decide(
+    result = outcome_for(
         environ, full, [*orig, *argv] if orig else [],
         rocm=lambda: (True, "test"), read_toml=lambda path: config,
     )  # fmt: skip

@@ -1,0 +1,264 @@
+"""The environment's vocabulary: every variable the package reads or writes,
+the values each may take, and how each is read.
+
+One home for each: the hook, the cache and the commands import from here. It
+imports nothing of the package (nor anything else), so that any layer can. The
+``.pth`` line and the gate (``__init__``) test the switch's off values before
+importing anything; they keep literal copies, which ``tests/unit/test_environ.py``
+holds to :data:`OFF_VALUES`.
+
+A reader returns the value and, for a value it cannot read, what is wrong with
+it (``None`` when all is well): a whole warning naming the variable, or, for
+the numbers (:func:`world_size`, :func:`timeout`), the reason alone, which the
+caller names after the variable (``ConfigError(reason, WORLD_SIZE)``). What to
+do then is the caller's choice.
+"""
+
+TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# HIP's own variable.
+
+#: HIP's flag: the hardware queues per device and stream priority.
+QUEUES = "GPU_MAX_HW_QUEUES"
+#: CLR's default when the flag is unset (``release(uint, GPU_MAX_HW_QUEUES, 4, ...)``).
+HIP_DEFAULT_QUEUES = 4
+
+# The switch.
+
+#: ``0/false/off/no`` opt out, ``force`` skips ROCm detection, and the rest of
+#: :data:`ON_VALUES` leave it on (any case, blanks ignored). Anything else is
+#: refused with a warning, and the hook does nothing: a value it cannot read
+#: never turns it on.
+SWITCH = "ROCM_HWQ_AUTOSET"
+OFF_VALUES = ("0", "false", "off", "no")
+ON_VALUES = ("", "1", "on", "true", "yes", "auto")
+FORCE_VALUE = "force"
+OFF, ON, FORCE, INVALID = "off", "on", "force", "invalid"
+_ON_OFF = "1/on/true/yes/auto (on), 0/off/false/no (off)"
+
+#: The cache of ``--module`` evaluations: on or off, with the switch's values
+#: (``force`` means nothing here).
+CACHE = "ROCM_HWQ_AUTOSET_CACHE"
+#: Where the cache lives, before ``$XDG_CACHE_HOME/rocm-hwq-autoset`` and
+#: ``~/.cache/rocm-hwq-autoset``.
+CACHE_DIR = "ROCM_HWQ_AUTOSET_CACHE_DIR"
+
+#: ``quiet``: print nothing. ``verbose``: every rank prints, and says why it did
+#: nothing. Unset or empty: one line per node (the launcher or ``LOCAL_RANK`` 0).
+LOG = "ROCM_HWQ_AUTOSET_LOG"
+QUIET, VERBOSE, DEFAULT_LOG = "quiet", "verbose", "default"
+
+#: Seconds the ``--module``/``--config`` evaluation may take: importing torch and
+#: torchtitan takes 6-10 s on a busy 2-core machine; 120 s leaves room for a slow
+#: shared file system without letting a hung import hold a launch for long.
+TIMEOUT = "ROCM_HWQ_AUTOSET_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0
+
+# What the package writes beside the value.
+
+#: ``"<Q> <form>"`` beside ``GPU_MAX_HW_QUEUES``: a value this package set (here
+#: or in a parent such as the torchrun launcher) is not explicit. A launcher
+#: whose evaluation failed sets ``"unset <form>"``, so that its workers neither
+#: evaluate again nor warn again.
+ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
+#: Each launch form (``_argv.TOML_FORM``, ``_argv.MODULE_FORM``) as the marker
+#: names it.
+MARKS = {"toml": "job.config_file", "module": "--module"}
+UNSET = "unset"
+#: Set beside it by a ``--module`` launcher: the model's inputs, from which a
+#: worker that knows ``WORLD_SIZE`` applies the model itself.
+INPUTS = "ROCM_HWQ_AUTOSET_INPUTS"
+
+# What launchers set.
+
+#: torchrun's, srun's and mpirun's ranks have it; torchrun's launcher has not.
+WORLD_SIZE = "WORLD_SIZE"
+LOCAL_RANK = "LOCAL_RANK"
+
+
+def switch(environ: "Mapping[str, str]") -> "tuple[str, str | None]":
+    """:data:`ON`, :data:`OFF`, :data:`FORCE` or :data:`INVALID`, and the
+    warning for an invalid value."""
+    value = environ.get(SWITCH, "").strip().lower()
+    if value in OFF_VALUES:
+        return OFF, None
+    if value in ON_VALUES:
+        return ON, None
+    if value == FORCE_VALUE:
+        return FORCE, None
+    return INVALID, f"{SWITCH}={environ[SWITCH]!r} is not {_ON_OFF} or force"
+
+
+def cache_switch(environ: "Mapping[str, str]") -> "tuple[bool, str | None]":
+    """Whether the cache is on, and the warning for a value that is no switch
+    value (the cache is off then)."""
+    value = environ.get(CACHE, "").strip().lower()
+    if value in ON_VALUES:
+        return True, None
+    if value in OFF_VALUES:
+        return False, None
+    return False, f"{CACHE}={environ[CACHE]!r} is not {_ON_OFF}"
+
+
+def log_level(environ: "Mapping[str, str]") -> "tuple[str, str | None]":
+    """:data:`QUIET`, :data:`VERBOSE` or :data:`DEFAULT_LOG`, and a warning for a
+    value that is none of them (the default is used then)."""
+    value = environ.get(LOG, "").strip().lower()
+    if not value:
+        return DEFAULT_LOG, None
+    if value in (QUIET, VERBOSE):
+        return value, None
+    return DEFAULT_LOG, (
+        f"{LOG}={environ[LOG]!r} is not quiet or verbose;"
+        " using the default (one line per node)"
+    )
+
+
+def prints_for_node(environ: "Mapping[str, str]") -> bool:
+    """Whether this process prints by default: once per node (the launcher,
+    which has no ``LOCAL_RANK``, or local rank 0)."""
+    return environ.get(LOCAL_RANK, "0").strip() == "0"
+
+
+def positive_int(text: str) -> "int | None":
+    """``text`` as a positive decimal integer (blanks around it allowed), else
+    None: how the package reads the numbers it is given."""
+    text = text.strip()
+    if not text.isdigit() or not text.isascii():
+        return None
+    value = int(text)
+    return value if value > 0 else None
+
+
+def world_size(environ: "Mapping[str, str]") -> "tuple[int | None, str | None]":
+    """``WORLD_SIZE`` (None where unset: torchrun's launcher), and the problem
+    with a value that is no positive integer."""
+    raw = environ.get(WORLD_SIZE)
+    if raw is None:
+        return None, None
+    size = positive_int(raw)
+    if size is None:
+        return None, f"{raw!r} is not a positive integer"
+    return size, None
+
+
+def timeout(environ: "Mapping[str, str]") -> "tuple[float, str | None]":
+    """Seconds for the ``--module``/``--config`` evaluation, and the problem with
+    a value that is no positive number (the default is used then)."""
+    raw = environ.get(TIMEOUT, "")
+    if not raw.strip():
+        return DEFAULT_TIMEOUT, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        return DEFAULT_TIMEOUT, f"{raw!r} is not a positive number of seconds"
+    return value, None
+
+
+# GPU_MAX_HW_QUEUES as it is set, and as HIP reads it.
+
+#: The largest value C's ``int`` holds: ``atoi`` of anything beyond is undefined.
+_INT_MAX = 2**31 - 1
+
+
+def hip_reads(text: str) -> "int | None":
+    """A set ``GPU_MAX_HW_QUEUES`` as HIP reads it: ROCclr's ``Flag::setValue``
+    parses an unsigned flag with C's ``atoi`` (``rocclr/utils/flags.cpp``):
+    leading blanks skipped, a sign, digits up to the first non-digit, no digit
+    0; an empty value is stored as ``" "``, so 0 too. None where ``atoi`` is
+    undefined (beyond C's ``int``)."""
+    i = 0
+    while i < len(text) and text[i] in " \t\n\v\f\r":
+        i += 1
+    sign = 1
+    if i < len(text) and text[i] in "+-":
+        sign = -1 if text[i] == "-" else 1
+        i += 1
+    j = i
+    while j < len(text) and "0" <= text[j] <= "9":
+        j += 1
+    value = sign * int(text[i:j]) if j > i else 0
+    return value if -_INT_MAX - 1 <= value <= _INT_MAX else None
+
+
+def marker(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
+    """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
+    current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
+    value, _, marked = environ.get(ORIGIN, "").partition(" ")
+    form = next((f for f, text in MARKS.items() if text == marked), None)
+    if form is None:
+        return None
+    current = environ.get(QUEUES) or UNSET  # unset or empty: not one of ours
+    return (value, form) if value == current else None
+
+
+#: Who set ``GPU_MAX_HW_QUEUES``: nobody (unset, or empty: the hook replaces an
+#: empty value, which HIP would read as 0), this package, or the user.
+NOBODY, PACKAGE, USER = "nobody", "rocm-hwq-autoset", "user"
+
+
+class QueuesSetting:
+    """``GPU_MAX_HW_QUEUES`` in an environment: who set it, its text, and what
+    HIP reads. One reading for the hook, ``explain``, ``doctor`` and ``verify``."""
+
+    __slots__ = ("form", "hip", "text", "who")
+
+    def __init__(self, environ: "Mapping[str, str]") -> None:
+        text = environ.get(QUEUES)
+        self.text = text
+        """The value as set, or None."""
+        marked = marker(environ) if text else None
+        self.who = NOBODY if not text else PACKAGE if marked else USER
+        self.form = marked[1] if marked else None
+        """For a value of this package's, the launch form it came from."""
+        self.hip = None if text is None else hip_reads(text)
+        """What HIP reads: None where unset (or beyond C's ``int``)."""
+
+    @property
+    def explicit(self) -> "str | None":
+        """The text of a value someone else set, which always wins; else None."""
+        return self.text if self.who == USER else None
+
+    @property
+    def queues(self) -> "int | None":
+        """The queues HIP uses: what it reads, or its default when unset; None
+        when that is no queue count."""
+        if self.text is None:
+            return HIP_DEFAULT_QUEUES
+        return self.hip if self.hip is not None and self.hip >= 1 else None
+
+    @property
+    def reading(self) -> str:
+        """The value, with what HIP reads where that differs from its text:
+        ``8``, ``'8.0' (HIP reads 8)``, ``unset (HIP's default: 4)``."""
+        if self.text is None:
+            return f"unset (HIP's default: {HIP_DEFAULT_QUEUES})"
+        if self.hip is not None and self.text == str(self.hip):
+            return self.text
+        return f"{self.text!r} (HIP reads {self._reads})"
+
+    @property
+    def _reads(self) -> str:
+        return "beyond C's int" if self.hip is None else str(self.hip)
+
+    @property
+    def problem(self) -> "str | None":
+        """Why HIP cannot use the value as a queue count, or None."""
+        if self.queues is not None:
+            return None
+        return f"{QUEUES}={self.text!r}: HIP reads {self._reads}, not a queue count"
+
+    def describe(self) -> str:
+        """Who set it and what HIP makes of it, in the words every command
+        prints."""
+        if self.who == PACKAGE:
+            return f"{self.reading}, set by rocm-hwq-autoset ({MARKS[str(self.form)]})"
+        if self.who == NOBODY:
+            return self.reading if self.text is None else f"{self.reading}: empty"
+        if self.queues is None:
+            return f"{self.reading}, set explicitly: not a queue count HIP can use"
+        return f"{self.reading}, set explicitly: it always wins"
