@@ -198,9 +198,9 @@ def conclude(
     cached: bool = False,
 ) -> Outcome:
     """The final outcome of a ``--module`` launch, from its evaluation."""
+    if isinstance(result, ConfigError):
+        return failed(MODULE_FORM, result)
     try:
-        if isinstance(result, ConfigError):
-            raise result
         rec = recommend_launch(launch, world_size(environ), evaluated=result)
     except ConfigError as exc:
         return failed(MODULE_FORM, exc)

@@ -1,7 +1,16 @@
 """Counting the GPU streams of a PyTorch profiler (Kineto) trace, streaming.
 
 Traces reach hundreds of MB: the file is decoded one event at a time from a
-1 MiB window, so memory stays flat whatever its size. Plain and gzip files.
+1 MiB window, so memory stays flat whatever its size. Plain and gzip files,
+UTF-8 with or without a byte-order mark (as some editors and Windows tools save).
+
+Where a GPU event's stream is: Kineto's Chrome trace writer puts each GPU
+event on ``pid`` = the device and ``tid`` = the stream, and repeats both in
+``args`` (``device``, ``stream``), with the ``priority`` where it knows it.
+Every real trace read so far (a CUDA A100, a ROCm 6.2 MI250, a sampled training
+rank) holds ``pid == args.device`` and ``tid == args.stream`` on every kernel,
+memcpy and memset. ``args`` may be absent (a trimmed or converted trace, a
+writer that omits it): then ``pid`` and ``tid`` say the device and the stream.
 """
 
 from __future__ import annotations
@@ -41,7 +50,8 @@ class _Window:
 
     def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        # utf-8-sig: a leading byte-order mark is dropped, as JSON readers may.
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf = ""
         self.pos = 0
         self.eof = False
@@ -229,18 +239,20 @@ def _gpu_stream(event: Any) -> tuple[Any, Any, Any, bool] | None:
     phase = event.get("ph")
     args = event.get("args")
     if not isinstance(args, dict):
-        return None
+        args = {}  # Kineto may leave them out: pid and tid say where it ran
     if phase == "X":
         category = str(event.get("cat")).lower()  # no "cat": "none"
+        device = args.get("device", event.get("pid"))
+        stream = args.get("stream", event.get("tid"))
         if (
-            "device" in args
-            and "stream" in args
+            device is not None
+            and stream is not None
             and any(k in category for k in GPU_WORK)
         ):
             priority = args.get("priority")
             return (
-                _key(args["device"]),
-                _key(args["stream"]),
+                _key(device),
+                _key(stream),
                 None if priority is None else _key(priority),
                 True,
             )

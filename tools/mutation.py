@@ -268,8 +268,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_cli.__init__",
         "build_parser",
-        'description=textwrap.fill(help_, 79) + "\\n\\n"',
-        'description=textwrap.fill(help_, 80) + "\\n\\n"',
+        'description=textwrap.fill(module.HELP, 79) + "\\n\\n"',
+        'description=textwrap.fill(module.HELP, 80) + "\\n\\n"',
         "The three help texts are constants that wrap at the same places at"
         " 80 columns as at 79 (no line could take another word).",
     ),
@@ -302,47 +302,6 @@ EQUIVALENT: list[Equivalent] = [
         "in_training = False",
         "in_training = None",
         "in_training is only tested for truth, and None is as false as False.",
-    ),
-    Equivalent(
-        "_cli._common",
-        "Reading.__init__",
-        'self.orig_argv = [sys.executable, "-m", "torchtitan.train", *self.training]',
-        'self.orig_argv = [sys.executable, "XX-mXX", "torchtitan.train",'
-        " *self.training]",
-        "_argv.program reads only the token just before the arguments (the"
-        " module's name), never the option before it.",
-    ),
-    Equivalent(
-        "_cli._common",
-        "Reading.__init__",
-        'self.orig_argv = [sys.executable, "-m", "torchtitan.train", *self.training]',
-        'self.orig_argv = [sys.executable, "-M", "torchtitan.train", *self.training]',
-        "_argv.program reads only the token just before the arguments (the"
-        " module's name), never the option before it.",
-    ),
-    Equivalent(
-        "_cli._common",
-        "Reading.__init__",
-        "self.launch = found or Launch(TOML_FORM, self.training, True)",
-        "self.launch = found or Launch(None, self.training, True)",
-        "A launch's form is only compared with MODULE_FORM (here and in"
-        " recommend_launch), so any other form reads as TOML.",
-    ),
-    Equivalent(
-        "_cli._common",
-        "Reading.__init__",
-        "self.launch = found or Launch(TOML_FORM, self.training, True)",
-        "self.launch = found or Launch(TOML_FORM, self.training, None)",
-        "in_process is read only for a --module launch (_evaluation.parent),"
-        " never for this TOML one.",
-    ),
-    Equivalent(
-        "_cli._common",
-        "Reading.__init__",
-        "self.launch = found or Launch(TOML_FORM, self.training, True)",
-        "self.launch = found or Launch(TOML_FORM, self.training, False)",
-        "in_process is read only for a --module launch (_evaluation.parent),"
-        " never for this TOML one.",
     ),
     Equivalent(
         "_cli.doctor",
@@ -394,8 +353,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_traces",
         "_Window.__init__",
-        'self.decoder = codecs.getincrementaldecoder("utf-8")()',
-        'self.decoder = codecs.getincrementaldecoder("UTF-8")()',
+        'self.decoder = codecs.getincrementaldecoder("utf-8-sig")()',
+        'self.decoder = codecs.getincrementaldecoder("UTF-8-SIG")()',
         "Codec names are looked up case-insensitively: the same decoder.",
     ),
     Equivalent(

@@ -1,14 +1,19 @@
 """``rocm-hwq-autoset`` / ``python -m rocm_hwq_autoset``: the dispatcher.
 
-It knows the commands by name (``explain``, ``doctor``, ``verify``) and their
-options, splits each command's own options from torchtitan's training
-arguments, and imports the command's module only when it runs. No command
-imports it; what they share is in ``_common``.
+It knows the commands by name only (``explain``, ``doctor``, ``verify``) and
+imports a command's module when it runs (or when ``--help`` lists them all).
+Each command module owns its options, as pip's commands own ``add_options()``:
+its :data:`OPTIONS` table (``_common.Option``), which its ``add_arguments``
+adds to the command's parser and which :func:`split_args` reads to tell the
+command's own arguments from torchtitan's, its ``HELP`` and ``EXAMPLE``, and
+its ``run(opts, out)``. No command imports this module; what they share is in
+``_common``.
 
 A *training argument* is ``--module``, ``--config``, or a dotted flag
 ``--section.field`` (with ``=VALUE`` or not), with the values that follow it
 up to the next option; everything after ``--`` is training arguments too. Any
-other option is a usage error (exit 2) naming it, with the closest real option.
+other option is a usage error (exit 2) naming it, with the closest real option;
+a command's own option after ``--`` is refused with the place it belongs.
 """
 
 from __future__ import annotations
@@ -21,33 +26,16 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
+from types import ModuleType
 
 from .. import __version__
 from .._argv import CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
-from ._common import PROG, fail
+from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
 
-TRAINING_ARGS_HELP = (
-    "training arguments: --module, --config, and dotted torchtitan flags"
-    " (--section.field, --section.field=VALUE), each with the values that follow"
-    " it; everything after '--'. Any other option is an error."
-)
-EXPLAIN_EXAMPLE = """\
-examples:
-  rocm-hwq-autoset explain --job.config_file job.toml \\
-      --parallelism.expert_parallel_degree 2
-  rocm-hwq-autoset explain --module graph_trainer.deepseek_v3 \\
-      --config graph_trainer_deepseek_v3_16b
-  exports="$(rocm-hwq-autoset explain --export --job.config_file job.toml)"
-  eval "$exports"     # a failure above stops a 'set -e' script"""
-DOCTOR_EXAMPLE = """\
-example:
-  rocm-hwq-autoset doctor -- --job.config_file job.toml \\
-      --parallelism.expert_parallel_degree 2"""
-VERIFY_EXAMPLE = """\
-example:
-  rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"""
 COMMANDS = ("explain", "doctor", "verify")
+#: argparse gives every command these.
+HELP_OPTIONS = {"-h": False, "--help": False}
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -57,73 +45,34 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=min(79, shutil.get_terminal_size().columns))
 
 
-def build_parser() -> tuple[
-    argparse.ArgumentParser, dict[str, argparse.ArgumentParser]
-]:
-    """The parser, and each command's own."""
+def command_module(name: str) -> ModuleType:
+    """A command's module, imported now."""
+    return importlib.import_module(f".{name}", __name__)
+
+
+def build_parser(names: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser, with a sub-parser for each command named (each imported)."""
+    modules = [command_module(name) for name in names]
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see what\n"
         "the start-up hook decides and why, export it, check the install,\n"
         "check Q against profiler traces.",
-        epilog=f"{EXPLAIN_EXAMPLE}\n\n{DOCTOR_EXAMPLE}\n\n{VERIFY_EXAMPLE}",
+        epilog="\n\n".join(module.EXAMPLE for module in modules),
         formatter_class=_Formatter,
         allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", required=True)
-
-    def command(name: str, help_: str, example: str) -> argparse.ArgumentParser:
-        return sub.add_parser(
-            name, help=help_,
-            description=textwrap.fill(help_, 79) + "\n\n"
+    for name, module in zip(names, modules):
+        command = sub.add_parser(
+            name, help=module.HELP,
+            description=textwrap.fill(module.HELP, 79) + "\n\n"
             + textwrap.fill(TRAINING_ARGS_HELP, 79),
-            epilog=example, formatter_class=_Formatter,
+            epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,
         )  # fmt: skip
-
-    explain = command(
-        "explain",
-        "Show the lanes, their causes and Q for a training command line, and what"
-        " the start-up hook would do here.",
-        EXPLAIN_EXAMPLE,
-    )
-    form = explain.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    form.add_argument(
-        "--export", action="store_true",
-        help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout, the"
-        " report on stderr; an explicit GPU_MAX_HW_QUEUES is exported as it is;"
-        " on any failure nothing on stdout and exit 2",
-    )  # fmt: skip
-    explain.add_argument(
-        "--world-size", type=int, metavar="N",
-        help="resolve data_parallel_shard_degree = -1 as torchtitan does for N"
-        " ranks, as a worker does (default: WORLD_SIZE, if set)",
-    )  # fmt: skip
-    explain.add_argument(
-        "--no-cache", action="store_true",
-        help="evaluate a --module/--config launch now, without the cache",
-    )  # fmt: skip
-
-    doctor = command(
-        "doctor",
-        "Check that the hook is installed where site runs it, what it saw, and"
-        " what it would do for the training arguments (after '--').",
-        DOCTOR_EXAMPLE,
-    )
-
-    verify = command(
-        "verify",
-        "Count the GPU streams per device in PyTorch profiler traces and check Q"
-        " against them: HIP gives each new stream its own hardware queue until Q"
-        " exist, then shares one, so a device fits when its streams (of one"
-        " priority, where the trace shows priorities) number at most Q.",
-        VERIFY_EXAMPLE,
-    )
-    verify.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    verify.add_argument("--queues", type=int, metavar="N", help="the Q to check")
-    verify.add_argument("traces", nargs="*", metavar="TRACE")
-    return parser, {"explain": explain, "doctor": doctor, "verify": verify}
+        module.add_arguments(command)
+    return parser
 
 
 def is_training_arg(arg: str) -> bool:
@@ -136,20 +85,13 @@ def is_training_arg(arg: str) -> bool:
     return name.startswith("--") and bool(section) and bool(dot) and bool(field)
 
 
-def own_options(parser: argparse.ArgumentParser) -> dict[str, bool]:
-    """A command's own options, each with whether it takes a value."""
-    return {
-        option: action.nargs != 0
-        for action in parser._actions
-        for option in action.option_strings
-    }
-
-
 def split_args(
     command: str, options: dict[str, bool], args: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    """The command's own arguments and the training arguments, in order.
-    ``ConfigError`` names an argument that is neither."""
+    """The command's own arguments and the training arguments, in order, given
+    the command's own options (each with whether it takes a value).
+    ``ConfigError`` names an argument that is neither, or one of the command's
+    own options among the training arguments after ``--``."""
     own: list[str] = []
     training: list[str] = []
     in_training = False  # after a training flag: its values
@@ -159,6 +101,7 @@ def split_args(
         name = arg.partition("=")[0]
         if arg == "--":
             training += args[i + 1 :]
+            _refuse_own(command, options, args[i + 1 :])
             break
         if name in options:
             own.append(arg)
@@ -185,21 +128,48 @@ def split_args(
     return own, training
 
 
+def _refuse_own(
+    command: str, options: dict[str, bool], training: Sequence[str]
+) -> None:
+    """After ``--`` all is torchtitan's: one of the command's own options there
+    would be handed to torchtitan and never read by the command."""
+    for arg in training:
+        name = arg.partition("=")[0]
+        if name in options and name not in HELP_OPTIONS:
+            raise ConfigError(
+                f"is {command}'s own option: put it before '--' (after '--'"
+                " everything is a training argument)",
+                name,
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    parser, commands = build_parser()
+    for stream in (sys.stdout, sys.stderr):
+        _escape_what_cannot_be_printed(stream)
     if not args or args[0] not in COMMANDS:
-        parser.parse_args(args)  # --help, --version, or a usage error
+        build_parser().parse_args(args)  # --help, --version, or a usage error
         return 2  # pragma: no cover - parse_args exits
+    name = args[0]
+    module = command_module(name)
     try:
-        own, training = split_args(args[0], own_options(commands[args[0]]), args[1:])
+        options = {**HELP_OPTIONS, **option_table(module.OPTIONS)}
+        own, training = split_args(name, options, args[1:])
     except ConfigError as exc:
         return fail(str(exc))
-    opts = parser.parse_args([args[0], *own])
+    opts = build_parser([name]).parse_args([name, *own])
     opts.training = training
-    run = importlib.import_module(f".{args[0]}", __name__).run
     try:
-        return int(run(opts, sys.stdout))
+        return int(module.run(opts, sys.stdout))
     except BrokenPipeError:  # `... | head` is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _escape_what_cannot_be_printed(stream: object) -> None:
+    """A path or a value the stream's encoding cannot hold (``LANG=C``,
+    ``PYTHONIOENCODING=ascii``) is written escaped (``\\xf6``), never a
+    traceback."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+        reconfigure(errors="backslashreplace")

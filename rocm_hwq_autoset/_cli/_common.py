@@ -14,14 +14,15 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .._argv import (
+    CONFIG_FLAG,
+    MODULE_FLAG,
     MODULE_FORM,
     TOML_FORM,
     Launch,
     config_file_arg,
-    find_launch,
     has_config_file,
     module_args,
 )
@@ -32,15 +33,62 @@ from .._decision import (
     WARNING,
     Outcome,
     conclude,
+    decide,
+    failed,
     recommend_launch,
     world_size,
 )
 from .._environ import INPUTS, ORIGIN, QUEUES, QueuesSetting
-from .._hook import fit, outcome_for
+from .._hook import fit
 from .._model import Recommendation
 from .._rocm import detect
 
+if TYPE_CHECKING:
+    import argparse
+
+    from .._evaluation.result_text import Evaluated
+
 PROG = "rocm-hwq-autoset"
+TRAINING_ARGS_HELP = (
+    "training arguments: --module, --config, and dotted torchtitan flags"
+    " (--section.field, --section.field=VALUE), each with the values that follow"
+    " it; everything after '--'. Any other option is an error."
+)
+
+
+class Option:
+    """One of a command's own options, in the table its module exports: its
+    names, whether it takes a value, the mutually exclusive group it belongs
+    to (if any), and what argparse is given for it."""
+
+    __slots__ = ("exclusive", "kwargs", "names", "takes_value")
+
+    def __init__(
+        self, *names: str, takes_value: bool, exclusive: str = "", **kwargs: Any
+    ) -> None:
+        self.names = names
+        self.takes_value = takes_value
+        self.exclusive = exclusive
+        self.kwargs = kwargs
+
+
+def option_table(options: Sequence[Option]) -> dict[str, bool]:
+    """Each option name of a command, with whether it takes a value."""
+    return {name: o.takes_value for o in options for name in o.names}
+
+
+def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
+    """A command's option table, added to its parser."""
+    groups: dict[str, Any] = {}
+    for option in options:
+        target: Any = parser
+        if option.exclusive:
+            if option.exclusive not in groups:
+                groups[option.exclusive] = parser.add_mutually_exclusive_group()
+            target = groups[option.exclusive]
+        target.add_argument(*option.names, **option.kwargs)
+
+
 #: An error line is cut in the middle of its cause beyond this.
 MAX_ERROR = 240
 
@@ -77,12 +125,28 @@ def training_environ(world: int | None) -> dict[str, str]:
     return environ
 
 
+def launch_of(training: Sequence[str]) -> Launch:
+    """The launch of ``python -m torchtitan.train TRAINING``, as the hook finds
+    it in such a process: a TOML launch where ``--job.config_file`` is given, a
+    ``--module`` launch where ``--module`` or ``--config`` is, else torchtitan's
+    defaults (and the flags given) as a TOML launch without a file."""
+    if not has_config_file(training) and any(
+        arg.partition("=")[0] in (MODULE_FLAG, CONFIG_FLAG) for arg in training
+    ):
+        return Launch(MODULE_FORM, training, True)
+    return Launch(TOML_FORM, training, True)
+
+
+#: What ``doctor`` says of a launch it checked as the hook would on ROCm.
+AS_IF_ON_ROCM = "checked as if on ROCm (this machine is not)"
+
+
 class Reading:
-    """Training arguments read as the hook reads them: the launch, the
-    recommendation, where the config came from, and for a ``--module`` launch
-    how its evaluation was found (the cache, or a child now). The evaluation
-    and the recommendation are made when first asked for; ``ConfigError`` then
-    names what is wrong."""
+    """Training arguments read as the hook reads them: the launch (built once,
+    from the arguments), the recommendation, where the config came from, and
+    for a ``--module`` launch how its evaluation was found (the cache, or a
+    child now). The evaluation and the recommendation are made when first
+    asked for; ``ConfigError`` then names what is wrong."""
 
     def __init__(
         self,
@@ -91,20 +155,15 @@ class Reading:
         *,
         use_cache: bool = True,
     ) -> None:
-        self.training = list(training)
+        self.launch = launch_of(training)
         self.environ = environ
         self.use_cache = use_cache
-        self.argv = ["-m", *self.training]
-        self.orig_argv = [sys.executable, "-m", "torchtitan.train", *self.training]
-        found = find_launch(self.argv, self.orig_argv)
-        # No launch: torchtitan's defaults and the flags given (TOML era).
-        self.launch = found or Launch(TOML_FORM, self.training, True)
         self.world_size = world_size(environ)
         self.found: str | None = None
         """How a ``--module`` evaluation was found, once it was."""
-        self._evaluated: Any = None
+        self._evaluated: Evaluated | ConfigError | None = None
         self._rec: Recommendation | None = None
-        self._tomls: dict[str, Any] = {}
+        self._tomls: dict[str, Mapping[str, Any]] = {}
 
     @property
     def source(self) -> str:
@@ -116,19 +175,18 @@ class Reading:
             return config_file_arg(self.launch.args)
         return "none: torchtitan's defaults"
 
-    def evaluated(self) -> Any:
+    def evaluated(self) -> Evaluated | ConfigError:
         """The ``--module`` launch's evaluation, or the ``ConfigError`` it ended
-        with; evaluated (or found in the cache) once."""
+        with (named after ``--module/--config`` where it names no input);
+        evaluated (or found in the cache) once. ``ConfigError`` for arguments
+        no evaluation can start from."""
         if self._evaluated is None:
             from .._evaluation.parent import evaluate  # starts a child: no torch here
 
-            try:
-                module_args(self.launch.args)
-                result, self.found = evaluate(
-                    self.launch, self.environ, use_cache=self.use_cache
-                )
-            except ConfigError as exc:
-                result = exc
+            module_args(self.launch.args)  # both flags, with values
+            result, self.found = evaluate(
+                self.launch, self.environ, use_cache=self.use_cache
+            )
             if isinstance(result, ConfigError):
                 result = result.within("--module/--config")
             self._evaluated = result
@@ -136,13 +194,15 @@ class Reading:
 
     @property
     def rec(self) -> Recommendation:
-        """The recommendation, by the one path the hook takes."""
+        """The recommendation, by the one path the hook takes. ``ConfigError``
+        names what is wrong: the arguments, the config, or the evaluation."""
         if self._rec is None:
-            evaluated = None
+            evaluated: Evaluated | None = None
             if self.launch.form == MODULE_FORM:
-                evaluated = self.evaluated()
-                if isinstance(evaluated, ConfigError):
-                    raise evaluated
+                result = self.evaluated()
+                if isinstance(result, ConfigError):
+                    raise result  # the child's answer, raised once, here
+                evaluated = result
             self._rec = recommend_launch(
                 self.launch, self.world_size, read_toml=self.read_toml,
                 evaluated=evaluated,
@@ -153,22 +213,28 @@ class Reading:
         """The job config, read once for the report and the hook's outcome."""
         if path not in self._tomls:
             self._tomls[path] = load_toml(path)
-        return self._tomls[path]  # type: ignore[no-any-return]
+        return self._tomls[path]
 
-    def hook_outcome(self) -> Outcome:
-        """What the start-up hook decides for this launch in this environment.
-        A value this package set (here or in a parent) is decided again, as a
-        worker would; an explicit value stays."""
+    def hook_outcome(self, *, as_if_on_rocm: bool = False) -> Outcome:
+        """What the start-up hook decides for this launch in this environment
+        (on ROCm, whatever this machine is, with ``as_if_on_rocm``). A value
+        this package set (here or in a parent) is decided again, as a worker
+        would; an explicit value stays."""
         environ = dict(self.environ)
         if QueuesSetting(environ).explicit is None:
             for name in (QUEUES, ORIGIN, INPUTS):
                 environ.pop(name, None)
-        outcome = outcome_for(
-            environ, self.argv, self.orig_argv, rocm=rocm, read_toml=self.read_toml
-        )
-        if not isinstance(outcome, Outcome):  # a --module launch: evaluated here
-            return conclude(environ, outcome, self.evaluated())
-        return outcome
+        decided = decide(
+            environ, self.launch, read_toml=self.read_toml,
+            rocm=(lambda: (True, AS_IF_ON_ROCM)) if as_if_on_rocm else rocm,
+        )  # fmt: skip
+        if isinstance(decided, Outcome):
+            return decided
+        try:  # a --module launch: evaluated here
+            evaluated = self.evaluated()
+        except ConfigError as exc:
+            return failed(MODULE_FORM, exc)
+        return conclude(environ, decided, evaluated)
 
 
 def describe(outcome: Outcome) -> str:

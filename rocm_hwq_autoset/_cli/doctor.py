@@ -18,8 +18,24 @@ from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
 from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
 from .._evaluation.cache import location, open_cache
-from ._common import Reading, describe, rocm, training_environ
+from ._common import Option, Reading, add_options, describe, rocm, training_environ
 from .term import paint, row
+
+HELP = (
+    "Check that the hook is installed where site runs it, what it saw, and what"
+    " it would do for the training arguments (after '--'), as on a ROCm node."
+)
+EXAMPLE = """\
+example:
+  rocm-hwq-autoset doctor -- --job.config_file job.toml \\
+      --parallelism.expert_parallel_degree 2"""
+#: doctor's own options: none but --help.
+OPTIONS: tuple[Option, ...] = ()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
+
 
 PTH = "rocm_hwq_autoset.pth"
 START = "rocm_hwq_autoset.start"

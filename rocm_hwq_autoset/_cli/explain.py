@@ -10,9 +10,28 @@ import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .._config import ConfigError
-from .._environ import HIP_DEFAULT_QUEUES, OFF, QUEUES, SWITCH, QueuesSetting, switch
+from .._environ import (
+    HIP_DEFAULT_QUEUES,
+    OFF,
+    QUEUES,
+    QUIET,
+    SWITCH,
+    VERBOSE,
+    QueuesSetting,
+    log_level,
+    switch,
+)
 from .._model import FACT_KEYS
-from ._common import Reading, describe, fail, rocm, training_environ
+from ._common import (
+    PROG,
+    Option,
+    Reading,
+    add_options,
+    describe,
+    fail,
+    rocm,
+    training_environ,
+)
 from .term import row
 
 if TYPE_CHECKING:
@@ -20,6 +39,41 @@ if TYPE_CHECKING:
 
     from .._config import Value
     from .._model import Recommendation
+
+HELP = (
+    "Show the lanes, their causes and Q for a training command line, and what"
+    " the start-up hook would do here."
+)
+EXAMPLE = """\
+examples:
+  rocm-hwq-autoset explain --job.config_file job.toml \\
+      --parallelism.expert_parallel_degree 2
+  rocm-hwq-autoset explain --module graph_trainer.deepseek_v3 \\
+      --config graph_trainer_deepseek_v3_16b
+  exports="$(rocm-hwq-autoset explain --export --job.config_file job.toml)"
+  eval "$exports"     # a failure above stops a 'set -e' script"""
+#: explain's own options (the dispatcher tells them from training arguments).
+OPTIONS = (
+    Option("--json", takes_value=False, exclusive="form", action="store_true",
+           help="one JSON object on stdout"),
+    Option("--export", takes_value=False, exclusive="form", action="store_true",
+           help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
+           " (N: the number HIP reads), one summary line on stderr (the report"
+           " with --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP"
+           " reads it; on any failure nothing on stdout and exit 2"),
+    Option("--verbose", takes_value=False, action="store_true",
+           help="with --export: the whole report on stderr"),
+    Option("--world-size", takes_value=True, type=int, metavar="N",
+           help="resolve data_parallel_shard_degree = -1 as torchtitan does for"
+           " N ranks, as a worker does (default: WORLD_SIZE, if set)"),
+    Option("--no-cache", takes_value=False, action="store_true",
+           help="evaluate a --module/--config launch now, without the cache"),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
+
 
 ALWAYS = {
     "compute": "always: the step's own kernels",
@@ -44,14 +98,15 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     except ConfigError as exc:
         return fail(str(exc), json_out)
     on_rocm, evidence = rocm()
-    current = setting.text
     if opts.json:
         doc = as_json(rec, source=source)
         doc["evaluation"] = reading.found
         doc["environment"] = {
             "rocm": on_rocm,
             "rocm_evidence": evidence,
-            "gpu_max_hw_queues": current or None,
+            "gpu_max_hw_queues": setting.text or None,
+            "hip_reads": setting.hip if setting.text else None,
+            "set_by": setting.who,
             "explicit": explicit is not None,
             "opted_out": switch(os.environ)[0] == OFF,
             "hook": describe(outcome),
@@ -64,20 +119,35 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         SWITCH: os.environ.get(SWITCH, "unset"),
         "the hook": describe(outcome),
     }
-    text = as_text(rec, source=source, found=reading.found,
-                   environment=environment)  # fmt: skip
     if not opts.export:
-        out.write(text)
+        out.write(as_text(rec, source=source, found=reading.found,
+                          environment=environment))  # fmt: skip
         return 0
-    sys.stderr.write(text)
-    if explicit is not None:
-        sys.stderr.write(
-            f"\n{QUEUES}={setting.reading} is set explicitly: exported as HIP"
-            " reads it, as the hook leaves it\n"
-        )
     # The number HIP reads, never the text: always safe to eval.
-    out.write(f"export {QUEUES}={setting.queues if explicit else rec.queues}\n")
+    exported = setting.queues if explicit is not None else rec.queues
+    out.write(f"export {QUEUES}={exported}\n")
+    level, _ = log_level(os.environ)
+    if opts.verbose or level == VERBOSE:
+        sys.stderr.write(as_text(rec, source=source, found=reading.found,
+                                 environment=environment))  # fmt: skip
+    elif level == QUIET:
+        return 0
+    sys.stderr.write(f"{PROG}: {export_summary(rec, setting, source)}\n")
     return 0
+
+
+def export_summary(rec: Recommendation, setting: QueuesSetting, source: str) -> str:
+    """The one line ``--export`` says on stderr when all went well."""
+    if setting.explicit is not None:
+        same = "the same" if setting.queues == rec.queues else str(rec.queues)
+        return (
+            f"exported {QUEUES}={setting.queues}: {setting.describe()} (the"
+            f" training arguments give {same}); --verbose for the report"
+        )
+    return (
+        f"exported {QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams:"
+        f" {', '.join(rec.lanes)}) for {source}; --verbose for the report"
+    )
 
 
 def toml_value(value: Value) -> str:

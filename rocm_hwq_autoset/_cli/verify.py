@@ -13,54 +13,123 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .._argv import is_option
 from .._config import ConfigError
-from .._environ import PACKAGE, QUEUES, QueuesSetting
+from .._environ import HIP_DEFAULT_QUEUES, QUEUES, QueuesSetting
 from .._model import queues_for
 from .._traces import TraceError, count_streams
-from ._common import Reading, fail, training_environ
+from ._common import Option, Reading, add_options, fail, training_environ
 from .term import paint
 
 if TYPE_CHECKING:
     import argparse
 
+HELP = (
+    "Count the GPU streams per device in PyTorch profiler traces and check Q"
+    " against them: HIP gives each new stream its own hardware queue until Q"
+    " exist, then shares one, so a device fits when its streams (of one"
+    " priority, where the trace shows priorities) number at most Q."
+)
+EXAMPLE = """\
+example:
+  rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"""
+#: verify's own options; its traces come before the training arguments.
+OPTIONS = (
+    Option("--json", takes_value=False, action="store_true",
+           help="one JSON object on stdout"),
+    Option("--queues", takes_value=True, type=int, metavar="N",
+           help="the Q to check"),
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
+    parser.add_argument("traces", nargs="*", metavar="TRACE")
+
+
 #: The fewest lanes PR #4032's model counts (compute, all_reduce).
 MODEL_MIN_LANES = 2
+#: The most lanes PR #4032's model counts, so its largest Q.
+MODEL_MAX_QUEUES = 8
+#: What PR #4032 measured for Q=16 against Q=8 (EP=2 2-node DeepSeek-V3,
+#: MI355X, ROCm 7.2, tok/s/GPU).
+Q16_COST = (
+    "PR #4032 measured Q=16 at -13.6 % on torchtitan fec3e19 and -3.8 % on 1ac4653"
+)
+#: A training argument named like this is surely a trace given in the wrong place.
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".gz")
 
 
-def queues_and_source(opts: argparse.Namespace) -> tuple[int, str]:
-    """Q from --queues, else the training arguments, else the environment, else
-    HIP's default; with where it came from. ``ConfigError`` for a Q that HIP
-    cannot use."""
+def queues_and_source(opts: argparse.Namespace) -> tuple[int, str, str | None]:
+    """The Q the job ran with, as the hook leaves it: ``--queues``, else an
+    explicit ``GPU_MAX_HW_QUEUES`` (it wins over the training arguments, as in
+    the hook), else the training arguments' Q, else the environment's value
+    (this package's), else HIP's default; with where it came from, and a note
+    where the training arguments give another Q than the one the job ran with.
+    ``ConfigError`` for a Q that HIP cannot use, or arguments it cannot read."""
     if opts.queues is not None:
         if opts.queues < 1:
             raise ConfigError(f"{opts.queues} must be >= 1", "--queues")
-        return opts.queues, "--queues"
-    if opts.training:
-        reading = Reading(opts.training, training_environ(None))
-        return reading.rec.queues, "the training arguments (as explain computes it)"
+        return opts.queues, "--queues", None
     setting = QueuesSetting(os.environ)
+    from_args = None
+    if opts.training:
+        from_args = Reading(opts.training, training_environ(None)).rec.queues
+    if setting.explicit is None and from_args is not None:
+        return from_args, "the training arguments (as explain computes it)", None
     if setting.text is None:
-        return setting.queues or 0, f"HIP's default ({QUEUES} unset)"
-    if setting.problem is not None:  # explicit or not: never HIP's default
+        return HIP_DEFAULT_QUEUES, f"HIP's default ({QUEUES} unset)", None
+    if setting.queues is None:  # explicit or not: never HIP's default
         raise ConfigError(f"{setting.problem}; give --queues N")
-    who = "set by rocm-hwq-autoset" if setting.who == PACKAGE else "set explicitly"
-    return setting.queues or 0, f"{QUEUES}={setting.reading} in the environment ({who})"
+    source = f"{QUEUES} in the environment: {setting.describe()}"
+    note = None
+    if from_args is not None:
+        note = (
+            "the training arguments give the same Q"
+            if from_args == setting.queues
+            else f"the training arguments give Q = {from_args}, but the explicit"
+            f" {QUEUES} wins over them, as in the hook: the job ran with"
+            f" Q = {setting.queues}"
+        )
+    return setting.queues, source, note
+
+
+def misplaced_trace(training: list[str]) -> str | None:
+    """The message for a trace among the training arguments (taken as a flag's
+    value), or None."""
+    flag = ""
+    for arg in training:
+        if is_option(arg):
+            flag = arg.partition("=")[0]
+        elif arg.lower().endswith(TRACE_SUFFIXES):
+            return (
+                f"{arg!r} was read as a value of {flag}, a training argument (each"
+                " takes the values that follow it): put every TRACE before the"
+                f" training arguments: verify {arg} {flag} ..."
+            )
+    return None
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     json_out = out if opts.json else None
+    misplaced = misplaced_trace(opts.training)
+    if misplaced is not None:
+        return fail(misplaced, json_out)
     if not opts.traces:
         return fail("verify needs at least one TRACE", json_out)
     try:
-        queues, source = queues_and_source(opts)
+        queues, source, note = queues_and_source(opts)
     except ConfigError as exc:
         return fail(str(exc), json_out)
     reports: list[dict[str, Any]] = []
+    errors: list[str] = []
     for path in opts.traces:
         try:
             pools = count_streams(path)
         except TraceError as exc:
-            return fail(f"{path}: {exc}", json_out)
+            errors.append(f"{path}: {exc}")
+            reports.append({"path": path, "error": errors[-1], "ok": False})
+            continue
         # One pool per device and priority; the widest decides.
         devices = {_label(pool): len(streams)
                    for pool, streams in sorted(pools.items(), key=_order)}  # fmt: skip
@@ -76,28 +145,57 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "queues": queues,
             "ok": streams <= queues,
         })  # fmt: skip
-    all_ok = all(r["ok"] for r in reports)
+    read = [r for r in reports if "error" not in r]
+    # The worst verdict: a trace not read (2), one short (1), all fitting (0).
+    status = 2 if errors else 0 if all(r["ok"] for r in read) else 1
+    if not read:  # nothing to report but what is wrong
+        for error in errors[:-1]:
+            fail(error)
+        return fail(errors[-1] if len(errors) == 1 else "; ".join(errors), json_out)
     if opts.json:
-        doc = {"queues": queues, "queues_source": source, "ok": all_ok,
+        doc = {"queues": queues, "queues_source": source, "ok": status == 0,
                "traces": reports}  # fmt: skip
+        if note is not None:
+            doc["note"] = note
         out.write(json.dumps(doc, indent=2) + "\n")
-        return 0 if all_ok else 1
+        for error in errors:
+            fail(error)
+        return status
     out.write(f"Q = {queues}, from {source}\n")
+    if note is not None:
+        out.write(f"note: {note}\n")
     for r in reports:
-        status = paint("ok", "green", out) if r["ok"] else paint("short", "red", out)
+        if "error" in r:
+            out.write(f"{paint('unread', 'red', out)}  {r['error']}\n")
+            continue
+        verdict = paint("ok", "green", out) if r["ok"] else paint("short", "red", out)
         listed = ", ".join(f"{d}: {n}" for d, n in r["devices"].items())
         plural = "" if r["streams"] == 1 else "s"
         out.write(
-            f"{status}  {r['path']}: at most {r['streams']} GPU stream{plural}"
+            f"{verdict}  {r['path']}: at most {r['streams']} GPU stream{plural}"
             f" per device ({listed}): needs Q >= {r['needed']} (PR #4032's"
             f" rounding, at least 2 lanes: {r['power_of_two']})\n"
         )
-    if not all_ok:
-        out.write(
-            "short: a device ran more streams than Q, so some shared a hardware"
-            f" queue; raise {QUEUES} or check the config\n"
-        )
-    return 0 if all_ok else 1
+    short = [r for r in read if not r["ok"]]
+    if short:
+        out.write(advice(max(r["needed"] for r in short), queues) + "\n")
+    for error in errors:
+        fail(error)
+    return status
+
+
+def advice(needed: int, queues: int) -> str:
+    """What to do when a device ran more streams than Q."""
+    said = "short: a device ran more streams than Q, so some shared a hardware queue;"
+    if needed <= MODEL_MAX_QUEUES:
+        fitting = queues_for(max(needed, MODEL_MIN_LANES))
+        return f"{said} {QUEUES}={fitting} fits them; or check the config"
+    return (
+        f"{said} {needed} streams are more than PR #4032's model ever counts"
+        f" (at most {MODEL_MAX_QUEUES}), and more queues are not free: {Q16_COST}"
+        f" against Q=8. Find what starts the extra streams before raising {QUEUES}"
+        " past 8, and measure if you do"
+    )
 
 
 def _order(item: tuple[tuple[Any, Any], object]) -> tuple[object, ...]:

@@ -85,10 +85,13 @@ def test_an_explicit_value_hip_cannot_use_is_unhealthy(
     code, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
     assert code == 1
     assert (
-        "FAIL GPU_MAX_HW_QUEUES 'eight', set by you, is not a positive integer:"
-        " HIP cannot use it" in flat
+        "FAIL GPU_MAX_HW_QUEUES 'eight' (HIP reads 0), set explicitly: not a queue"
+        " count HIP can use" in flat
     )
-    assert "warning: GPU_MAX_HW_QUEUES='eight' is set but is not a positive" in flat
+    assert (
+        "warning: GPU_MAX_HW_QUEUES='eight': HIP reads 0, not a queue count;"
+        " left as is (an explicit value always wins)" in flat
+    )
 
 
 def test_without_a_launch_argument_the_hook_stays_out(
@@ -155,16 +158,24 @@ SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
     ("env", "row"),
     [
         ({}, ("ok", "GPU_MAX_HW_QUEUES", "unset (HIP's default: 4)")),
+        # Empty: nobody's value, which the hook replaces (HIP would read 0).
         ({"GPU_MAX_HW_QUEUES": ""}, ("ok", "GPU_MAX_HW_QUEUES",
-                                      "unset (HIP's default: 4)")),
+                                      "'' (HIP reads 0): empty")),
         ({"GPU_MAX_HW_QUEUES": "2"}, ("ok", "GPU_MAX_HW_QUEUES",
-                                      "2, set by you: it always wins")),
+                                      "2, set explicitly: it always wins")),
+        ({"GPU_MAX_HW_QUEUES": " 8 "}, ("ok", "GPU_MAX_HW_QUEUES",
+                                        "' 8 ' (HIP reads 8), set explicitly: it"
+                                        " always wins")),
+        ({"GPU_MAX_HW_QUEUES": "8.0"}, ("ok", "GPU_MAX_HW_QUEUES",
+                                        "'8.0' (HIP reads 8), set explicitly: it"
+                                        " always wins")),
+        ({"GPU_MAX_HW_QUEUES": "-1"}, ("FAIL", "GPU_MAX_HW_QUEUES",
+                                       "-1, set explicitly: not a queue count HIP"
+                                       " can use")),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
-         ("ok", "GPU_MAX_HW_QUEUES",
-          "8, set by rocm-hwq-autoset in a parent process (module)")),
+         ("ok", "GPU_MAX_HW_QUEUES", "8, set by rocm-hwq-autoset (--module)")),
         ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 job.config_file"},
-         ("ok", "GPU_MAX_HW_QUEUES",
-          "4, set by rocm-hwq-autoset in a parent process (toml)")),
+         ("ok", "GPU_MAX_HW_QUEUES", "4, set by rocm-hwq-autoset (job.config_file)")),
         ({"ROCM_HWQ_AUTOSET": "Off"}, ("note", "ROCM_HWQ_AUTOSET", "Off: opted out")),
         ({"ROCM_HWQ_AUTOSET": "bogus"},
          ("FAIL", "ROCM_HWQ_AUTOSET",
@@ -207,8 +218,8 @@ def test_not_rocm_is_a_note_with_its_evidence(
         ({"ROCM_HWQ_AUTOSET_CACHE": "0"}, ("note", "cache",
                                            "off (ROCM_HWQ_AUTOSET_CACHE)")),
         ({"ROCM_HWQ_AUTOSET_CACHE": "sometimes"},
-         ("FAIL", "cache", "ROCM_HWQ_AUTOSET_CACHE='sometimes': is not"
-          " 0/off/false/no or 1/on/true/yes")),
+         ("FAIL", "cache", "ROCM_HWQ_AUTOSET_CACHE='sometimes' is not"
+          " 1/on/true/yes/auto (on), 0/off/false/no (off)")),
         ({}, ("ok", "cache", "{cache}: not made yet")),
     ],
 )  # fmt: skip

@@ -12,13 +12,9 @@ from pathlib import Path
 import pytest
 
 from rocm_hwq_autoset import __version__
-from rocm_hwq_autoset._cli import (
-    TRAINING_ARGS_HELP,
-    build_parser,
-    main,
-    own_options,
-    split_args,
-)
+from rocm_hwq_autoset._cli import HELP_OPTIONS, main, split_args
+from rocm_hwq_autoset._cli import explain as _explain
+from rocm_hwq_autoset._cli._common import TRAINING_ARGS_HELP, option_table
 from rocm_hwq_autoset._cli.term import paint
 
 from ..data import EP2_OVERLAP, EXPECTED, write_job
@@ -147,7 +143,36 @@ def test_export(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
                              "--parallelism.expert_parallel_degree", "2")  # fmt: skip
     assert code == 0
     assert out == "export GPU_MAX_HW_QUEUES=4\n"
-    assert "expert_comm" in err and "GPU_MAX_HW_QUEUES=4" in err
+    # One summary line on stderr; the report only with --verbose.
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
+        f" all_reduce, fsdp_comm, expert_comm) for {EXAMPLE}; --verbose for the"
+        " report\n"
+    )
+    code, out, err = explain(
+        capsys, "--export", "--verbose", "--job.config_file", EXAMPLE,
+        "--parallelism.expert_parallel_degree", "2",
+    )  # fmt: skip
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err.startswith(f"config              {EXAMPLE}\n")
+    assert "GPU_MAX_HW_QUEUES=4  (4 streams" in err and "expert_comm" in err
+    assert err.endswith("; --verbose for the report\n")
+
+
+@pytest.mark.parametrize(("level", "lines"), [("quiet", 0), ("verbose", 40)])
+def test_export_as_the_log_level_asks(
+    level: str, lines: int, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Quiet: nothing on stderr on success; verbose: the whole report."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", level)
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err.count("\n") >= lines and (err == "") == (lines == 0)
+    # A failure is said whatever the level.
+    assert refused(capsys, "--export", "--job.config_file", "/nonexistent.toml") == (
+        "/nonexistent.toml: No such file or directory"
+    )
 
 
 def test_an_explicit_value_is_exported_as_it_is(
@@ -160,8 +185,25 @@ def test_an_explicit_value_is_exported_as_it_is(
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
     assert code == 0
     assert out == "export GPU_MAX_HW_QUEUES=16\n"
-    assert "GPU_MAX_HW_QUEUES=16 is set explicitly: exported as it is" in err
-    assert "GPU_MAX_HW_QUEUES=4  (3 streams" in err  # the report still says Q
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=16: 16, set explicitly: it"
+        " always wins (the training arguments give 4); --verbose for the report\n"
+    )
+
+
+@pytest.mark.parametrize("value", [" 8 ", "08", "8.0", "8abc", "+8", "\t8"])
+def test_an_explicit_value_is_exported_as_hip_reads_it(
+    value: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """HIP reads these as 8 (C's ``atoi``): the export is the number, never the
+    text, and the summary says what HIP reads."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", value)
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=8\n")
+    assert f"{value!r} (HIP reads 8), set explicitly: it always wins" in err
+    code, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert f"GPU_MAX_HW_QUEUES {value!r} (HIP reads 8), set explicitly" in out
 
 
 def test_a_value_set_by_the_hook_is_not_explicit(
@@ -174,24 +216,55 @@ def test_a_value_set_by_the_hook_is_not_explicit(
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "8 job.config_file")
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
     assert code == 0 and out == "export GPU_MAX_HW_QUEUES=4\n"
-    assert "8 (set by rocm-hwq-autoset)" in err
+    assert "for " in err and "(3 GPU streams" in err
+    code, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert "GPU_MAX_HW_QUEUES 8, set by rocm-hwq-autoset (job.config_file)" in out
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+@pytest.mark.parametrize(
+    ("value", "reads"), [("abc", "0"), ("0", "0"), ("-2", "-2"), (".5", "0")]
+)
 def test_an_explicit_value_hip_cannot_use_exports_nothing(
-    value: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    value: str, reads: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", value)
     said = refused(capsys, "--export", "--job.config_file", EXAMPLE)
     assert said == (
-        f"GPU_MAX_HW_QUEUES={value!r} is set but is not a positive integer,"
-        " which HIP cannot use; nothing to export"
+        f"GPU_MAX_HW_QUEUES={value!r}: HIP reads {reads}, not a queue count;"
+        " nothing to export"
     )
     # Without --export, the report says it, as the hook's warning.
     code, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
     assert code == 0
-    assert f"{value!r} (explicit, but HIP cannot use it)" in out
+    shown = value if value == reads else f"{value!r} (HIP reads {reads})"
+    assert f"{shown}, set explicitly: not a queue count HIP can use" in " ".join(
+        out.split()
+    )
+
+
+@pytest.mark.parametrize("value", [" 8 ", "8.0", "08"])
+def test_an_export_of_an_odd_value_evals_in_a_strict_shell(
+    value: str, tmp_path: Path
+) -> None:
+    """``GPU_MAX_HW_QUEUES=" 8 " explain --export`` then ``eval`` under ``set
+    -euo pipefail``: 8, never ``export GPU_MAX_HW_QUEUES= 8 `` (which bash
+    refuses: "'8': not a valid identifier")."""
+    script = (
+        "set -euo pipefail\n"
+        f'exports="$("{sys.executable}" -m rocm_hwq_autoset explain --export'
+        f' --job.config_file "{EXAMPLE}")"\n'
+        'eval "$exports"\n'
+        'echo "Q=[$GPU_MAX_HW_QUEUES]"\n'
+    )
+    env = child_env({
+        "PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+        "GPU_MAX_HW_QUEUES": value, "ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "c"),
+    })  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env
+    )
+    assert (proc.returncode, proc.stdout) == (0, "Q=[8]\n"), proc.stderr
 
 
 def test_export_in_a_shell(tmp_path: Path) -> None:
@@ -318,15 +391,51 @@ def test_an_option_of_ours_without_its_value_is_a_usage_error(
             ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
             ["--module", "m", "--parallelism.data_parallel_shard_degree", "-1"],
         ),
-        ([], ["--json"], ["--", "--json"]),
         (["--json"], ["--a.b", "1", "--c.d"], ["--a.b", "1", "--json", "--", "--c.d"]),
+        ([], ["--a.b", "--help"], ["--", "--a.b", "--help"]),  # torchtitan's own
         ([], ["--module=pkg=x", "--config", "c"], ["--module=pkg=x", "--config", "c"]),
     ],
 )
 def test_split_args(own: list[str], training: list[str], args: list[str]) -> None:
-    _, commands = build_parser()
-    options = own_options(commands["explain"])
+    options = {**HELP_OPTIONS, **option_table(_explain.OPTIONS)}
     assert split_args("explain", options, args) == (own, training)
+
+
+def test_the_option_table_is_what_argparse_was_given() -> None:
+    """The table the dispatcher splits by is the one explain's parser has."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    _explain.add_arguments(parser)
+    opts = parser.parse_args(["--export", "--world-size", "8", "--no-cache"])
+    assert (opts.export, opts.world_size, opts.no_cache) == (True, 8, True)
+    assert option_table(_explain.OPTIONS) == {
+        "--json": False, "--export": False, "--verbose": False,
+        "--world-size": True, "--no-cache": False,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--", "--job.config_file", "job.toml", "--world-size", "1"],
+        ["--job.config_file", "job.toml", "--", "--world-size=1"],
+        ["--", "--job.config_file", "job.toml", "--json"],
+    ],
+)
+def test_an_option_of_explains_after_the_double_dash_is_refused(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After '--' all is torchtitan's: an option of explain's there would be
+    silently lost; it is refused with the place it belongs."""
+    said = refused(capsys, *args)
+    name = args[-1].partition("=")[0] if "=" in args[-1] else args[-2]
+    if args[-1] == "--json":
+        name = "--json"
+    assert said == (
+        f"{name}: is explain's own option: put it before '--' (after '--'"
+        " everything is a training argument)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -476,7 +585,7 @@ def test_rocm_machine_says_what_the_hook_would_do(
     assert "would set GPU_MAX_HW_QUEUES=4" in out
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
     _, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
-    assert "16 (explicit: the hook leaves it)" in out
+    assert "16, set explicitly: it always wins" in out
     assert "GPU_MAX_HW_QUEUES=16 was set explicitly" in out
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "off")
     doc = explain_json(capsys, "--job.config_file", EXAMPLE)
@@ -598,7 +707,7 @@ GPU_MAX_HW_QUEUES=4  (3 streams, rounded up to a power of two as PR #4032 does;
 
 in this environment:
   ROCm              no: t/torch/version.py: hip = None (a CUDA or CPU build)
-  GPU_MAX_HW_QUEUES unset
+  GPU_MAX_HW_QUEUES unset (HIP's default: 4)
   ROCM_HWQ_AUTOSET  unset
   the hook          nothing to do: not ROCm: t/torch/version.py: hip = None (a
                     CUDA or CPU build)
@@ -641,19 +750,25 @@ def test_compile_passes_left_at_its_default_is_not_shown(
     ("env", "rows", "hook"),
     [
         ({"GPU_MAX_HW_QUEUES": "2", "ROCM_HWQ_AUTOSET": "on"},
-         ["GPU_MAX_HW_QUEUES 2 (explicit: the hook leaves it)",
+         ["GPU_MAX_HW_QUEUES 2, set explicitly: it always wins",
           "ROCM_HWQ_AUTOSET  on"],
          "nothing to do: GPU_MAX_HW_QUEUES=2 was set explicitly; left as is"),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
-         ["GPU_MAX_HW_QUEUES 8 (set by rocm-hwq-autoset)"],
+         ["GPU_MAX_HW_QUEUES 8, set by rocm-hwq-autoset (job.config_file)"],
          "would set GPU_MAX_HW_QUEUES=4"),
         # A launcher that failed marked it: this launch is decided anew.
         ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"},
-         ["GPU_MAX_HW_QUEUES unset"], "would set GPU_MAX_HW_QUEUES=4"),
+         ["GPU_MAX_HW_QUEUES unset (HIP's default: 4)"],
+         "would set GPU_MAX_HW_QUEUES=4"),
         ({"GPU_MAX_HW_QUEUES": "x"},
-         ["GPU_MAX_HW_QUEUES 'x' (explicit, but HIP cannot use it)"],
-         "warning: GPU_MAX_HW_QUEUES='x' is set but is not a positive integer,"
-         " which HIP cannot use; left as is (an explicit value always wins)"),
+         ["GPU_MAX_HW_QUEUES 'x' (HIP reads 0), set explicitly: not a queue count"
+          " HIP can use"],
+         "warning: GPU_MAX_HW_QUEUES='x': HIP reads 0, not a queue count; left as"
+         " is (an explicit value always wins)"),
+        ({"GPU_MAX_HW_QUEUES": "8.0"},
+         ["GPU_MAX_HW_QUEUES '8.0' (HIP reads 8), set explicitly: it always wins"],
+         "nothing to do: GPU_MAX_HW_QUEUES='8.0' (HIP reads 8) was set explicitly;"
+         " left as is"),
     ],
 )  # fmt: skip
 def test_the_environment_rows_on_rocm(
@@ -699,6 +814,8 @@ def test_the_json_report_as_it_is_printed(
         "rocm": False,
         "rocm_evidence": "t/torch/version.py: hip = None (a CUDA or CPU build)",
         "gpu_max_hw_queues": "2",
+        "hip_reads": 2,
+        "set_by": "user",
         "explicit": True,
         "opted_out": False,
         "hook": "nothing to do: GPU_MAX_HW_QUEUES=2 was set explicitly; left as is",
@@ -715,8 +832,8 @@ def test_an_explicit_export_says_why(
     code, out, err = explain(capsys, "--export", "--job.config_file", "job.toml")
     assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=16\n")
     assert err.endswith(
-        "\n\nGPU_MAX_HW_QUEUES=16 is set explicitly: exported as it is, as the hook"
-        " leaves it\n"
+        "GPU_MAX_HW_QUEUES=16: 16, set explicitly: it always wins (the training"
+        " arguments give 4); --verbose for the report\n"
     )
 
 

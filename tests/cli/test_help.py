@@ -31,16 +31,18 @@ VERIFY = ["rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"]
 #: and its examples, line by line.
 HELP = {
     "explain": (
-        "usage: rocm-hwq-autoset explain [-h] [--json | --export] [--world-size N]"
-        " [--no-cache]",
+        "usage: rocm-hwq-autoset explain [-h] [--json | --export] [--verbose]"
+        " [--world-size N] [--no-cache]",
         [
             "Show the lanes, their causes and Q for a training command line, and"
             " what the start-up hook would do here.",
             TRAINING,
             "--json one JSON object on stdout",
-            "--export print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout,"
-            " the report on stderr; an explicit GPU_MAX_HW_QUEUES is exported as it"
-            " is; on any failure nothing on stdout and exit 2",
+            "--export print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
+            " (N: the number HIP reads), one summary line on stderr (the report with"
+            " --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP reads it;"
+            " on any failure nothing on stdout and exit 2",
+            "--verbose with --export: the whole report on stderr",
             "--world-size N resolve data_parallel_shard_degree = -1 as torchtitan"
             " does for N ranks, as a worker does (default: WORLD_SIZE, if set)",
             "--no-cache evaluate a --module/--config launch now, without the cache",
@@ -51,7 +53,8 @@ HELP = {
         "usage: rocm-hwq-autoset doctor [-h]",
         [
             "Check that the hook is installed where site runs it, what it saw, and"
-            " what it would do for the training arguments (after '--').",
+            " what it would do for the training arguments (after '--'), as on a"
+            " ROCm node.",
             TRAINING,
         ],
         ["example:", *DOCTOR],

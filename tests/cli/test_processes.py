@@ -73,8 +73,8 @@ def test_export_with_an_unusable_explicit_value_says_it_once(
                tmp_path, GPU_MAX_HW_QUEUES="abc", ROCM_HWQ_AUTOSET="force")  # fmt: skip
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
-        "rocm-hwq-autoset: error: GPU_MAX_HW_QUEUES='abc' is set but is not a"
-        " positive integer, which HIP cannot use; nothing to export\n"
+        "rocm-hwq-autoset: error: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"
+        " queue count; nothing to export\n"
     )
 
 
