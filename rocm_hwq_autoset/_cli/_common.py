@@ -138,7 +138,7 @@ def launch_of(training: Sequence[str]) -> Launch:
 
 
 #: What ``doctor`` says of a launch it checked as the hook would on ROCm.
-AS_IF_ON_ROCM = "checked as if on ROCm (this machine is not)"
+AS_IF_ON_ROCM = "checked as if on ROCm: this machine is not"
 
 
 class Reading:

@@ -18,7 +18,15 @@ from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
 from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
 from .._evaluation.cache import location, open_cache
-from ._common import Option, Reading, add_options, describe, rocm, training_environ
+from ._common import (
+    AS_IF_ON_ROCM,
+    Option,
+    Reading,
+    add_options,
+    describe,
+    rocm,
+    training_environ,
+)
 from .term import paint, row
 
 HELP = (
@@ -123,18 +131,30 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     checks.append(start_up_check(_hook.decided))
     if training:
         if not may_be_launch(training):
-            checks.append(Check("note", "for that launch", "no --job.config or"
-                                " --module argument: the hook stays out (the"
-                                " package is not imported)"))  # fmt: skip
+            why = (
+                f"{SWITCH}={os.environ[SWITCH]}: opted out,"
+                if mode == OFF
+                else "no --job.config or --module argument:"
+            )
+            checks.append(Check("note", "for that launch", f"{why} the hook stays"
+                                " out (the package is not imported)"))  # fmt: skip
         else:
-            try:
-                outcome = Reading(training, training_environ(None)).hook_outcome()
-            except ConfigError as exc:
-                checks.append(Check("FAIL", "for that launch", str(exc)))
-            else:
-                status = "FAIL" if outcome.level == WARNING else "ok"
-                checks.append(Check(status, "for that launch", describe(outcome)))
+            checks.append(launch_check(training, on_rocm))
     return checks
+
+
+def launch_check(training: Sequence[str], on_rocm: bool) -> Check:
+    """What the hook would do for ``python -m torchtitan.train TRAINING`` on a
+    ROCm node: off ROCm (a login node, an image build) it is checked as if on
+    ROCm, so that a config the hook would refuse there fails here too."""
+    as_if = "" if on_rocm else f" ({AS_IF_ON_ROCM})"
+    try:
+        reading = Reading(training, training_environ(None))
+        outcome = reading.hook_outcome(as_if_on_rocm=not on_rocm)
+    except ConfigError as exc:
+        return Check("FAIL", "for that launch", f"{exc}{as_if}")
+    status = "FAIL" if outcome.level == WARNING else "ok"
+    return Check(status, "for that launch", describe(outcome) + as_if)
 
 
 def start_up_check(decided: Outcome | Launch | None) -> Check:

@@ -53,7 +53,50 @@ def test_a_launch(rocm_job: str, capsys: pytest.CaptureFixture[str]) -> None:
                      "--compile.enable_fsdp_ag_rs_overlap")  # fmt: skip
     assert "ok ROCm " in flat and "hip = '6.2.41133-dd7f95766'" in flat
     assert "ok GPU_MAX_HW_QUEUES unset (HIP's default: 4)" in flat
-    assert "for that launch would set GPU_MAX_HW_QUEUES=8" in flat
+    assert flat.endswith("for that launch would set GPU_MAX_HW_QUEUES=8 healthy")
+    assert "as if on ROCm" not in flat  # it is ROCm
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xef\xbb\xbf[job]\n", "FAIL for that launch warning: bom.toml: invalid"
+         " TOML: Invalid statement (at line 1, column 1); GPU_MAX_HW_QUEUES left"
+         " unset (checked as if on ROCm: this machine is not)"),
+        (b"[parallelism]\ntensor_parallel_degree = 0\n",
+         "FAIL for that launch warning: bom.toml: parallelism.tensor_parallel_degree:"
+         " 0 must be >= 1; GPU_MAX_HW_QUEUES left unset (checked as if on ROCm: this"
+         " machine is not)"),
+    ],
+)  # fmt: skip
+def test_off_rocm_a_launch_is_checked_as_on_a_rocm_node(
+    content: bytes, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """On a login node or in an image build, a config the hook would refuse on
+    the ROCm node is unhealthy here too, and doctor says how it checked."""
+    monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bom.toml").write_bytes(content)
+    code, flat = doctor(capsys, "--", "--job.config_file", "bom.toml")
+    assert "note not ROCm " in flat
+    assert code == 1 and said in flat
+    assert flat.endswith("(checked as if on ROCm: this machine is not)")
+    write_job(tmp_path, JOB)
+    code, flat = doctor(capsys, "--", "--job.config_file", JOB)
+    assert code == 0
+    assert (
+        "ok for that launch would set GPU_MAX_HW_QUEUES=4 (checked as if on ROCm:"
+        " this machine is not)" in flat
+    )
+    # Opted out, the hook does nothing on ROCm either: said as it is.
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "0")
+    code, flat = doctor(capsys, "--", "--job.config_file", "bom.toml")
+    assert code == 0
+    assert (
+        "note for that launch ROCM_HWQ_AUTOSET=0: opted out, the hook stays out (the"
+        " package is not imported)" in flat
+    )
 
 
 @pytest.mark.parametrize(
@@ -362,9 +405,12 @@ def test_the_report_on_a_terminal(
     code = _doctor.run(argparse.Namespace(training=[]), out)
     text = out.getvalue()
     assert code == 1
-    lines = text.splitlines()
+    # The python line, however long the interpreter's path (wrapped beside
+    # its topic where it is long): the path whole, then the version.
+    first = text[: text.index("\n\033[32mok")]
     python = f"{sys.executable} ({sys.version.split()[0]})"
-    assert lines[0] == "\033[33mnote\033[0m  " + "python".ljust(23) + python
+    assert first.startswith("\033[33mnote\033[0m  " + "python".ljust(23))
+    assert " ".join(first.split()[2:]) == " ".join(python.split())
     assert "\033[32mok\033[0m    ROCm" in text
     assert "\033[31mFAIL\033[0m  ROCM_HWQ_AUTOSET_LOG" in text
     summary = text[text.index("\n\nunhealthy") + 2 :]

@@ -62,14 +62,42 @@ def test_golden_reports(
     # The environment section depends on the machine; it is tested on its own.
     report, environment = out.split("\nin this environment:\n")
     assert str(cuda_machine) in environment
-    golden = GOLDEN / f"{name[: -len('.toml')]}.{launch}.txt"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(report)
-    assert report == golden.read_text()
+    check_golden(GOLDEN / f"{name[: -len('.toml')]}.{launch}.txt", report)
     assert max(len(line) for line in report.splitlines()[1:]) <= 80
     lanes = [line.split()[0] for line in report.split("GPU streams counted:\n")[1]
              .split("\n\n")[0].splitlines() if not line.startswith("   ")]  # fmt: skip
     assert tuple(lanes) == EXPECTED[name][1 if extra else 0]
+
+
+def check_golden(golden: Path, report: str) -> None:
+    """``report`` is the golden file's text. With ``UPDATE_GOLDEN=1`` the file is
+    written anew and the test fails, saying so: a comparison with what it just
+    wrote would pass whatever the report says."""
+    if os.environ.get("UPDATE_GOLDEN"):
+        changed = not golden.exists() or golden.read_text() != report
+        golden.write_text(report)
+        pytest.fail(
+            f"UPDATE_GOLDEN=1: {golden.name} written anew"
+            f" ({'changed' if changed else 'unchanged'}); review the diff and run"
+            " again without UPDATE_GOLDEN to compare",
+            pytrace=False,
+        )
+    assert report == golden.read_text()
+
+
+def test_the_golden_update_mode_never_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    golden = tmp_path / "x.txt"
+    monkeypatch.setenv("UPDATE_GOLDEN", "1")
+    for report in ("new\n", "new\n"):  # written, then unchanged: fails both times
+        with pytest.raises(pytest.fail.Exception, match="written anew"):
+            check_golden(golden, report)
+        assert golden.read_text() == report
+    monkeypatch.delenv("UPDATE_GOLDEN")
+    check_golden(golden, "new\n")
+    with pytest.raises(AssertionError):
+        check_golden(golden, "other\n")
 
 
 def test_json(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,3 +87,58 @@ def test_python_m_and_console_script_agree(tmp_path: Path) -> None:
         docs.append(json.loads(proc.stdout))
     assert docs[0] == docs[1]
     assert docs[0]["queues"] == 4 and docs[0]["config"] == JOB
+
+
+#: Streams that cannot hold every character: ASCII by request, the C locale
+#: without Python's coercion to UTF-8.
+ENCODINGS = {
+    "PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
+    "LANG=C": {"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0",
+               "PYTHONCOERCECLOCALE": "0"},
+}  # fmt: skip
+#: Each command, with a path it must print; ``{job}`` and ``{trace}`` are
+#: filled in. Exit status 0 or 1 (a report) or 2 (a refusal), never 1 from a
+#: traceback.
+ENCODED_COMMANDS = [
+    (["explain", "--job.config_file", "{job}"], 0),
+    (["explain", "--export", "--job.config_file", "{job}"], 0),
+    (["explain", "--export", "--verbose", "--job.config_file", "{job}"], 0),
+    (["explain", "--json", "--job.config_file", "{job}"], 0),
+    (["explain", "--job.config_file", "{job}.missing"], 2),
+    (["doctor", "--", "--job.config_file", "{job}"], 0),
+    (["verify", "{trace}", "--job.config_file", "{job}"], 0),
+    (["verify", "{trace}.missing"], 2),
+]
+
+
+@pytest.mark.parametrize("name", ["cönfig/jöb.toml", b"b\xffd/job.toml"])
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+@pytest.mark.parametrize(("args", "status"), ENCODED_COMMANDS)
+def test_every_command_survives_any_encoding(
+    name: str | bytes, encoding: str, args: list[str], status: int, tmp_path: Path
+) -> None:
+    """No traceback: what the stream cannot hold is escaped (a non-UTF-8 path
+    is one no encoding holds)."""
+    from ..data import kernel, write_trace
+
+    raw = os.fsencode(name) if isinstance(name, str) else name
+    folder = os.path.join(os.fsencode(tmp_path), os.path.dirname(raw))
+    os.makedirs(folder)
+    write_job(tmp_path, JOB)
+    os.rename(os.fsencode(tmp_path / JOB), os.path.join(os.fsencode(tmp_path), raw))
+    job = os.fsdecode(raw)
+    trace = os.path.join(os.fsdecode(folder), "tr\u00e4ce.json")
+    write_trace(Path(trace), {"traceEvents": [kernel(0, 1)]})
+    filled = [a.format(job=job, trace=trace) for a in args]
+    env = child_env({
+        "PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+        "ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "cache"), **ENCODINGS[encoding],
+    })  # fmt: skip
+    proc = subprocess.run([*LAUNCHERS["console script"], *filled], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=60)  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert b"Traceback" not in said, said
+    assert proc.returncode == status, said
+    if encoding == "PYTHONIOENCODING=ascii":
+        assert said.isascii(), said  # escaped, not lost
+        assert b"\\x" in said or b"\\u" in said or b"?" in said or args[0] == "doctor"

@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from ..helpers import ROCM_VERSION_PY, Venv, fake_torch, require_python
+from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch, require_python
 
 pytestmark = pytest.mark.e2e
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
@@ -80,7 +80,10 @@ def test_for_a_rocm_launch(venv: Venv, tmp_path: Path) -> None:
     code, out = doctor(venv.python, "--", "--job.config_file", str(job),
                        env={"PYTHONPATH": str(rocm),
                             "GPU_MAX_HW_QUEUES": "2"})  # fmt: skip
-    assert code == 0 and "2, set by you: it always wins" in " ".join(out.split())
+    assert code == 0
+    assert "GPU_MAX_HW_QUEUES 2, set explicitly: it always wins" in " ".join(
+        out.split()
+    )
 
 
 def test_bad_config_is_unhealthy(venv: Venv, tmp_path: Path) -> None:
@@ -92,6 +95,22 @@ def test_bad_config_is_unhealthy(venv: Venv, tmp_path: Path) -> None:
         "unhealthy: for that launch: warning: /nonexistent.toml: No such file"
         in " ".join(out.split())
     )
+
+
+def test_off_rocm_a_config_the_hook_would_refuse_is_unhealthy(
+    venv: Venv, tmp_path: Path
+) -> None:
+    """``doctor -- --job.config_file bom.toml`` on a login node: checked as the
+    hook would on the ROCm node, where it refuses the file."""
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + JOB.encode())
+    cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
+    code, out = doctor(venv.python, "--", "--job.config_file", str(bom),
+                       env={"PYTHONPATH": str(cuda)})  # fmt: skip
+    flat = " ".join(out.split())
+    assert code == 1, out
+    assert f"unhealthy: for that launch: warning: {bom}: invalid TOML" in flat
+    assert flat.endswith("(checked as if on ROCm: this machine is not)")
 
 
 def test_pth_removed(venv: Venv) -> None:
@@ -144,7 +163,10 @@ def test_explicit_value_that_hip_cannot_use_fails(venv: Venv) -> None:
     code, out = doctor(venv.python, env={"GPU_MAX_HW_QUEUES": "abc"})
     assert code == 1
     assert "FAIL  GPU_MAX_HW_QUEUES" in out
-    assert "'abc', set by you, is not a positive integer" in " ".join(out.split())
+    assert (
+        "'abc' (HIP reads 0), set explicitly: not a queue count HIP can use"
+        in " ".join(out.split())
+    )
 
 
 def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
