@@ -115,13 +115,13 @@ def rocm() -> tuple[bool, str]:
 
 def training_environ(world: int | None) -> dict[str, str]:
     """This environment as a worker of ``world`` ranks sees it (``--world-size``
-    wins over ``WORLD_SIZE``); ``ConfigError`` names a bad ``WORLD_SIZE``."""
+    wins over ``WORLD_SIZE``, which :class:`Reading` reads); ``ConfigError``
+    for a ``--world-size`` below 1."""
     environ = dict(os.environ)
     if world is not None:
         if world < 1:
             raise ConfigError(f"{world} must be >= 1", "--world-size")
         environ["WORLD_SIZE"] = str(world)
-    world_size(environ)
     return environ
 
 
