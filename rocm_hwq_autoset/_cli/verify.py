@@ -102,6 +102,11 @@ def misplaced_trace(training: list[str]) -> str | None:
         if is_option(arg):
             flag = arg.partition("=")[0]
         elif arg.lower().endswith(TRACE_SUFFIXES):
+            if not flag:  # only "--" puts a bare argument among them
+                return (
+                    f"{arg!r} comes after '--', where everything is a training"
+                    " argument: put every TRACE before the training arguments"
+                )
             return (
                 f"{arg!r} was read as a value of {flag}, a training argument (each"
                 " takes the values that follow it): put every TRACE before the"

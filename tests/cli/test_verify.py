@@ -511,6 +511,15 @@ def test_a_trace_taken_as_a_flags_value_is_named(
     )
 
 
+def test_a_trace_after_the_double_dash_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert refused(capsys, "--", "five.json", "--job.config_file", "job.toml") == (
+        "'five.json' comes after '--', where everything is a training argument:"
+        " put every TRACE before the training arguments"
+    )
+
+
 def test_more_than_eight_streams_names_the_cost_of_q16(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

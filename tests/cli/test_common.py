@@ -1,0 +1,129 @@
+"""``_cli/_common``: the commands read training arguments as a launch, built
+once from them (``launch_of``), and hand that ``Launch`` to the decision, never
+a made-up command line; the dispatcher knows the commands by name only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset import _argv, _hook
+from rocm_hwq_autoset._argv import MODULE_FORM, TOML_FORM
+from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli._common import Reading, launch_of
+
+from ..data import kernel, write_trace
+from ..helpers import child_env
+from ..standin import write_recipes, write_standin
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
+
+
+@pytest.mark.parametrize(
+    ("args", "form"),
+    [
+        (["--job.config_file", "j.toml", "--a.b", "1"], TOML_FORM),
+        (["--job.config-file=j.toml"], TOML_FORM),
+        (["--module", "m", "--config", "c"], MODULE_FORM),
+        (["--config=c"], MODULE_FORM),  # torchtitan then asks for --module
+        (["--training.steps", "10"], TOML_FORM),  # torchtitan's defaults
+        ([], TOML_FORM),
+    ],
+)
+def test_the_launch_of_training_arguments(args: list[str], form: str) -> None:
+    """As the hook finds it in ``python -m torchtitan.train ARGS``."""
+    launch = launch_of(args)
+    assert (launch.form, launch.args, launch.in_process) == (form, tuple(args), True)
+    # The same launch as the hook finds in such a process (where it finds one:
+    # torchtitan's defaults make none there, nothing for the hook to do).
+    found = _argv.find_launch(["-m", *args], ["py", "-m", "torchtitan.train", *args])
+    if found is not None:
+        assert (found.form, found.args) == (launch.form, launch.args)
+
+
+@pytest.fixture
+def no_process_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a process's command line is the hook's: a command that builds an
+    argv to be read as one fails here."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a command read a made-up process command line")
+
+    monkeypatch.setattr(_hook, "outcome_for", refused)
+    monkeypatch.setattr(_argv, "find_launch", refused)
+    monkeypatch.setattr(_argv, "program", refused)
+
+
+def test_the_commands_hand_decide_the_launch(
+    no_process_reading: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    assert main(["explain", "--job.config_file", EXAMPLE]) == 0
+    assert main(["explain", "--training.steps", "3"]) == 0
+    assert main(["doctor", "--", "--job.config_file", EXAMPLE]) == 0
+    trace = write_trace(tmp_path / "t.json", [kernel(0, 1)])
+    assert main(["verify", trace, "--job.config_file", EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would set GPU_MAX_HW_QUEUES=4") == 3  # explain twice, doctor
+
+
+def test_a_module_launch_is_evaluated_once_and_decided_from_it(
+    no_process_reading: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recommendation and the hook's outcome come from one evaluation."""
+    root = write_standin(tmp_path / "standin")
+    work = write_recipes(tmp_path / "work")
+    monkeypatch.setenv("PYTHONPATH", f"{root}:{ROOT}")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.chdir(work)
+    from rocm_hwq_autoset._evaluation import parent
+
+    calls = []
+    evaluate = parent.evaluate
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return evaluate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parent, "evaluate", counted)
+    reading = Reading(
+        ["--module", "graph_trainer.llama3", "--config",
+         "graph_trainer_llama3_debugmodel"],
+        {"ROCM_HWQ_AUTOSET": "force", "PYTHONPATH": f"{root}:{ROOT}",
+         "ROCM_HWQ_AUTOSET_CACHE": "0"},
+        use_cache=False,
+    )  # fmt: skip
+    rec = reading.rec
+    outcome = reading.hook_outcome()
+    assert len(calls) == 1
+    assert outcome.queues == rec.queues
+
+
+def test_the_dispatcher_imports_only_the_command_that_runs(tmp_path: Path) -> None:
+    """Each command module owns its options; the dispatcher needs no other."""
+    trace = write_trace(tmp_path / "t.json", [kernel(0, 1)])
+    code = (
+        "import sys; from rocm_hwq_autoset._cli import main;"
+        f" status = main(['verify', '--queues', '4', {trace!r}]);"
+        " print(sorted(m for m in sys.modules if m.startswith(PKG)))"
+    ).replace("PKG", repr("rocm_hwq_autoset._cli."))
+    env = child_env({"PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == str(
+        ["rocm_hwq_autoset._cli._common", "rocm_hwq_autoset._cli.term",
+         "rocm_hwq_autoset._cli.verify"]
+    )  # fmt: skip
+
+
+def test_the_dispatcher_reads_no_private_argparse_state() -> None:
+    source = (ROOT / "rocm_hwq_autoset" / "_cli" / "__init__.py").read_text()
+    assert "._actions" not in source and "_option_string_actions" not in source
