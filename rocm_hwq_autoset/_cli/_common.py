@@ -2,10 +2,13 @@
 the hook's own outcome for them, and one-line answers to wrong input.
 
 A command reads its training arguments as those of ``python -m
-torchtitan.train ARGS`` in this environment: the launch they make, its
-recommendation for the world size (``--world-size``, else ``WORLD_SIZE``), and
-what the start-up hook itself would decide there (:func:`_decision.decide`,
-given the same evaluation: a ``--module`` launch is evaluated once).
+torchtitan.train ARGS`` in this environment: the launch they make (a ``Launch``
+built once from them, :func:`launch_of`, never a made-up process command line),
+its recommendation for the world size (``--world-size``, else ``WORLD_SIZE``),
+and what the start-up hook itself would decide there (:func:`_decision.decide`
+handed that ``Launch``, given the same evaluation: a ``--module`` launch is
+evaluated once). Each command's own options are a table of :class:`Option`
+that its module exports.
 """
 
 from __future__ import annotations
