@@ -94,30 +94,38 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str, str | None]:
     return setting.queues, source, note
 
 
-def misplaced_trace(training: list[str]) -> str | None:
-    """The message for a trace among the training arguments (taken as a flag's
-    value), or None."""
-    flag = ""
+def misplaced_trace(training: list[str], traces: list[str]) -> str | None:
+    """The message for a trace taken as a training argument's value, or None.
+
+    A torchtitan flag takes one value (lists are one comma-separated token), so
+    a trace-named argument after a flag's value, or after ``--`` with no flag
+    before it, is a TRACE in the wrong place. One that is a flag's only value
+    (``--model.tokenizer_path tokenizer.json``) may be meant so: it is named
+    only when no TRACE was given."""
+    flag, values = "", 0
     for arg in training:
         if is_option(arg):
-            flag = arg.partition("=")[0]
-        elif arg.lower().endswith(TRACE_SUFFIXES):
-            if not flag:  # only "--" puts a bare argument among them
-                return (
-                    f"{arg!r} comes after '--', where everything is a training"
-                    " argument: put every TRACE before the training arguments"
-                )
+            flag, values = arg.partition("=")[0], int("=" in arg)
+            continue
+        values += 1
+        if not arg.lower().endswith(TRACE_SUFFIXES) or (values == 1 and traces):
+            continue
+        if not flag:  # only "--" puts a bare argument among them
             return (
-                f"{arg!r} was read as a value of {flag}, a training argument (each"
-                " takes the values that follow it): put every TRACE before the"
-                f" training arguments: verify {arg} {flag} ..."
+                f"{arg!r} comes after '--', where everything is a training"
+                " argument: put every TRACE before the training arguments"
             )
+        return (
+            f"{arg!r} was read as a value of {flag}, a training argument (each"
+            " takes the values that follow it): put every TRACE before the"
+            f" training arguments: verify {arg} {flag} ..."
+        )
     return None
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     json_out = out if opts.json else None
-    misplaced = misplaced_trace(opts.training)
+    misplaced = misplaced_trace(opts.training, opts.traces)
     if misplaced is not None:
         return fail(misplaced, json_out)
     if not opts.traces:

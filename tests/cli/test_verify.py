@@ -511,6 +511,23 @@ def test_a_trace_taken_as_a_flags_value_is_named(
     )
 
 
+def test_a_json_file_as_a_flags_only_value_is_a_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a TRACE given, a ``.json`` that is a flag's only value is that
+    flag's (a tokenizer file, say); one after the value is not."""
+    t = write_trace(tmp_path / "t.json", trace([kernel(0, 1)]))
+    args = ["--job.config_file", EXAMPLE, "--model.tokenizer_path", "tok.json"]
+    assert verify(capsys, t, *args)[0] == 0
+    assert verify(capsys, t, *args[:2], "--model.tokenizer_path=tok.json")[0] == 0
+    assert refused(capsys, t, *args, "b.json").startswith(
+        "'b.json' was read as a value of --model.tokenizer_path"
+    )
+    assert refused(capsys, t, *args[:2], "--a.b=x.json", "b.json").startswith(
+        "'b.json' was read as a value of --a.b"
+    )
+
+
 def test_a_trace_after_the_double_dash_is_named(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
