@@ -226,7 +226,8 @@ class Recorder:
             if caller.startswith("<frozen"):
                 return  # the import system's finder: its look-ups count
             if caller.startswith(self._machinery):
-                self.modules_listed.add(path)
+                if os.path.basename(path) != "__pycache__":
+                    self.modules_listed.add(path)
             elif path not in self.listed:
                 self.listed[path] = (_dir_stamp(path), time.time_ns())
 
@@ -306,14 +307,15 @@ class Recorder:
 
 def _reads(mode: object, flags: object) -> bool:
     """Whether an ``open`` reads the file: ``r``, ``r+``, ``a+`` and
-    ``O_RDONLY``, ``O_RDWR`` without ``O_TRUNC``; not a pure write."""
+    ``O_RDONLY``, ``O_RDWR`` without ``O_TRUNC`` or ``O_EXCL`` (a file it
+    creates, as ``tempfile.mkstemp`` does); not a pure write."""
     if isinstance(mode, str):
         return "r" in mode or ("a" in mode and "+" in mode)
     if isinstance(flags, int):
         access = flags & os.O_ACCMODE
         if access == os.O_WRONLY:
             return False
-        return not (access == os.O_RDWR and flags & os.O_TRUNC)
+        return not (access == os.O_RDWR and flags & (os.O_TRUNC | os.O_EXCL))
     return True
 
 

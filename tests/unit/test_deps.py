@@ -500,7 +500,8 @@ def test_only_pure_writes_are_outputs(workdir: Path) -> None:
     body = ("open('a.log', 'w').close(); open('b.log', 'a').close()\n"
             "open('c.log', 'w+').close(); open('d.log', 'x').close()\n"
             "os.close(os.open('e.log', os.O_WRONLY | os.O_CREAT))\n"
-            "os.close(os.open('f.log', os.O_RDWR | os.O_CREAT | os.O_TRUNC))"
+            "os.close(os.open('f.log', os.O_RDWR | os.O_CREAT | os.O_TRUNC))\n"
+            "import tempfile; tempfile.mkstemp(suffix='.log', dir='.')"
             )  # fmt: skip
     files = [path for path, *_ in run(workdir, body)["files"]]
     assert not [p for p in files if p.endswith(".log")]
