@@ -130,8 +130,9 @@ def _virtual(path: str) -> bool:
 
 
 class ChangedDuring(Exception):
-    """Something the evaluation read changed while it ran (or just before):
-    its answer may match neither the old nor the new state, so no entry."""
+    """Something the evaluation read changed while it ran (or just before),
+    or the recording failed: its answer may match neither the old nor the new
+    state, so no entry."""
 
 
 # Recording, in the child.
@@ -162,6 +163,8 @@ class Recorder:
         self.read: dict[str, str | None] = {}
         """Each variable read by name, with its value then (None: absent)."""
         self.on = False
+        self.broken = False
+        """The recording failed: what was read is not known."""
         self.started = 0
         self._machinery: tuple[str, ...] = ()
 
@@ -202,8 +205,15 @@ class Recorder:
         self.on = True
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if not self.on:
+        if not self.on or event not in ("open", "os.listdir", "os.scandir"):
             return
+        try:
+            self._note(event, args)
+        except Exception:  # an open or a listing must never fail for it
+            self.on = False  # nor be recorded in part: no entry
+            self.broken = True
+
+    def _note(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path = _path(args[0])
             if path is None:
@@ -222,7 +232,7 @@ class Recorder:
             path = _path("." if args[0] is None else args[0])
             if path is None:
                 return
-            caller = sys._getframe(1).f_code.co_filename
+            caller = sys._getframe(2).f_code.co_filename  # past _audit
             if caller.startswith("<frozen"):
                 return  # the import system's finder: its look-ups count
             if caller.startswith(self._machinery):
@@ -236,6 +246,8 @@ class Recorder:
         the folder ``exclude`` (the cache) do not count. :class:`ChangedDuring`
         when something read changed after the evaluation began."""
         self.on = False
+        if self.broken:
+            raise ChangedDuring("the recording failed")
         then = dict.fromkeys(_module_files())
         then.update(self.opened)
         for path in self.written:
@@ -378,7 +390,10 @@ class _RecordingEnviron(os._Environ[Any]):
         return key in self.current.values()
 
     def __getitem__(self, key: Any) -> Any:
-        counted = not self._in_walk(key) and key not in self.set_here
+        try:
+            counted = not self._in_walk(key) and key not in self.set_here
+        except Exception:  # never fail a read for the recording: count it
+            counted = True
         try:
             value = super().__getitem__(key)
         except KeyError:

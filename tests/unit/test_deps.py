@@ -571,3 +571,13 @@ def test_a_log_named_after_a_module_changes_nothing(workdir: Path, name: str) ->
     deps = record(workdir)
     (workdir / name).write_text("")
     assert check(deps, ENV) is None
+
+
+def test_a_recording_that_fails_fails_no_read_and_stores_nothing(
+    workdir: Path,
+) -> None:
+    body = ("import rocm_hwq_autoset._evaluation.deps as deps\n"
+            "deps._dir_stamp = None  # the recording of a listing breaks\n"
+            "assert 'size.txt' in os.listdir('.')\n"
+            "open('size.txt').read()")  # fmt: skip
+    assert run(workdir, body) == {"changed during": "the recording failed"}
