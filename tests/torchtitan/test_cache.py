@@ -212,3 +212,23 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
     assert [p["queues"] for p in probes(out)] == ["4"]
     assert ours(err)[0].endswith(", from the cached --module/--config evaluation")
     assert work.evaluations() == 1
+
+
+def test_a_helper_edited_while_the_evaluation_runs(work: Launches) -> None:
+    """The recipe's helper is edited (TP 1 to 2) while the first launch
+    evaluates: that launch keeps its fresh answer, nothing is stored, and the
+    next one evaluates the new helper. Was: the old answer stored with the new
+    file's stamp, every later launch a stale Q=4 (the truth is 8)."""
+    recipe = work.work / "my_recipes" / "config_registry.py"
+    recipe.write_text(RECIPE.replace("    return config", (
+        "    if os.path.exists('edit-once'):  # a stat: not a dependency\n"
+        "        os.remove('edit-once')\n"
+        "        os.system('echo TP = 2 > my_helper.py')  # another process\n"
+        "    return config")))  # fmt: skip
+    (work.work / "edit-once").write_text("")
+    assert launch(work)[0] == "4"  # TP 1, as imported
+    assert work.evaluations() == 1
+    assert launch(work)[0] == "8"
+    assert work.evaluations() == 2
+    assert launch(work)[0] == "8"  # stored this time
+    assert work.evaluations() == 2
