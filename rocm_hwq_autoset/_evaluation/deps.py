@@ -216,8 +216,8 @@ class Recorder:
     def _note(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path = _path(args[0])
-            if path is None:
-                return
+            if path is None or _folder(args[2]):
+                return  # a descriptor; a folder opened to walk it by its fd
             if not _reads(args[1], args[2]):
                 self.written.add(path)
                 return
@@ -315,6 +315,10 @@ class Recorder:
         limit = self.started if since is None else since
         if changed is not None and changed >= limit:
             raise ChangedDuring(f"{path} changed as the evaluation ran")
+
+
+def _folder(flags: object) -> bool:
+    return isinstance(flags, int) and bool(flags & getattr(os, "O_DIRECTORY", 0))
 
 
 def _reads(mode: object, flags: object) -> bool:

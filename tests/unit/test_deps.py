@@ -501,10 +501,11 @@ def test_only_pure_writes_are_outputs(workdir: Path) -> None:
             "open('c.log', 'w+').close(); open('d.log', 'x').close()\n"
             "os.close(os.open('e.log', os.O_WRONLY | os.O_CREAT))\n"
             "os.close(os.open('f.log', os.O_RDWR | os.O_CREAT | os.O_TRUNC))\n"
-            "import tempfile; tempfile.mkstemp(suffix='.log', dir='.')"
+            "import tempfile; tempfile.mkstemp(suffix='.log', dir='.')\n"
+            "os.close(os.open('checkpoints', os.O_RDONLY | os.O_DIRECTORY))"
             )  # fmt: skip
     files = [path for path, *_ in run(workdir, body)["files"]]
-    assert not [p for p in files if p.endswith(".log")]
+    assert not [p for p in files if p.endswith((".log", "checkpoints"))]
 
 
 @pytest.mark.parametrize("compiled", [False, True])
