@@ -28,7 +28,7 @@ from typing import Any
 
 from .._config import ConfigError, read_open
 from .._environ import CACHE_DIR, cache_switch
-from .deps import check
+from .deps import DEVICES, check
 from .result_text import decode_result
 
 TYPE_CHECKING = False
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 NAME = "rocm-hwq-autoset"
 
 #: The layout of an entry; another layout is not read.
-FORMAT = 1
+FORMAT = 2
 #: Entries kept: one per distinct launch (arguments, directory, interpreter); a
 #: few hundred KB each with torchtitan 0.3.0 (the paths of ~3,900 files).
 MAX_ENTRIES = 32
@@ -49,12 +49,12 @@ MAX_ENTRY_BYTES = 16 << 20
 #: Temporary, lock and result files older than this are left-overs.
 STALE_SECONDS = 24 * 3600
 #: Variables read before any Python code of the child runs (the interpreter's
-#: own, which shape ``sys.path``) or by C code (the GPUs HIP and CUDA can see):
-#: part of the key, since no recording sees them.
+#: own, which shape ``sys.path``) or by C code (the GPUs HIP and CUDA can see:
+#: :data:`.deps.DEVICES`, by their count): part of the key, since no recording
+#: sees them.
 KEY_VARIABLES = (
     "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
-    "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "HIP_VISIBLE_DEVICES",
-    "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+    "PYTHONUSERBASE", "PYTHONPLATLIBDIR", *DEVICES,
 )  # fmt: skip
 
 
@@ -72,12 +72,26 @@ def location(environ: Mapping[str, str]) -> str:
 
 def key(args: Sequence[str], environ: Mapping[str, str]) -> str:
     """What a launch must match exactly to use an entry, hashed: 32 hex digits.
-    The entry's format, the interpreter, the working directory, the arguments
-    and :data:`KEY_VARIABLES`, in that order; JSON escapes every character
-    that is not ASCII (an argument of undecodable bytes too)."""
-    fields = [FORMAT, sys.executable, sys.version, os.getcwd(), list(args),
-              [environ.get(name) for name in KEY_VARIABLES]]  # fmt: skip
+    The entry's format; the interpreter, by its real path, ``sys.prefix`` and
+    version (``venv/bin/python``, ``python3`` and a console script's shebang
+    share entries; two venvs of one Python do not); the working directory, the
+    arguments and :data:`KEY_VARIABLES` (the visible GPUs by how many each
+    lists, not which: ranks bound to one GPU each share an entry), in that
+    order; JSON escapes every character that is not ASCII (an argument of
+    undecodable bytes too)."""
+    fields = [FORMAT, os.path.realpath(sys.executable), sys.prefix, sys.version,
+              os.getcwd(), list(args),
+              [_devices(environ.get(name)) if name in DEVICES else environ.get(name)
+               for name in KEY_VARIABLES]]  # fmt: skip
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
+
+
+def _devices(value: str | None) -> int | None:
+    """How many devices a ``*_VISIBLE_DEVICES`` value lists (comma-separated);
+    None when unset, 0 when empty."""
+    if value is None:
+        return None
+    return sum(1 for item in value.split(",") if item.strip())
 
 
 def host() -> str:

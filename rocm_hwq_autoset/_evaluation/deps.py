@@ -4,29 +4,43 @@ The child records what the evaluation actually read, through Python's audit
 events (``open``, ``os.listdir``, ``os.scandir``), a finder first on
 ``sys.meta_path`` that sees every module looked up (``import`` statements and
 ``importlib.import_module`` alike, found or not), and a recording
-``os.environ``; :func:`check` tells a later launch whether any of it changed.
-The real evaluation reads a lot (torchtitan 0.3.0: ~460 variables, ~500
-directories, ~3,900 files), so what counts is a rule, written down here and in
-docs/design.md ("The cache of evaluations"):
+``os.environ`` (and ``os.environb``); :func:`check` tells a later launch whether
+any of it changed. The real evaluation reads a lot (torchtitan 0.3.0: ~430
+variables, ~500 directories, ~3,900 files), so what counts is a rule, written
+down here and in docs/design.md ("The cache of evaluations"):
 
-* **Files**: every module it imported (its source or extension file) and every
-  other file it opened for reading, by modification time (ns) and size, as
-  ``__pycache__`` checks sources; a file it opened that did not exist must still
-  not exist. Not counted: files it wrote, compiled ``.pyc`` files (their source
-  counts), and ``/proc``, ``/sys``, ``/dev`` (they describe the process, not
-  the config).
-* **Directories the import system searched** (``sys.path`` and packages'
-  ``__path__``): only their entries that could be a module it imported or tried
-  to import (``name``, ``name.*``) and ``.pth`` files. A new log file beside the
-  job script changes nothing; a module now shadowing another, or one that was
-  missing and now exists, does.
-* **Other directories it listed**: every entry.
-* **Environment variables it read by name**, with their values (or absence). Not
-  counted: variables a library read while walking the whole environment (tqdm,
-  fsspec, networkx do at import); per-rank and per-job identifiers; shell
-  bookkeeping (:data:`NOT_CONFIG`); this package's own variables.
+* **Files**: every module it imported (its source or extension file; a module
+  loaded from a valid ``.pyc``, by ``import`` or by path, counts by its source)
+  and every other file it opened to read (``r+`` too; bytes paths too), by
+  modification time (ns), size, inode and change time (ns), as git's index
+  checks its files; a file it opened that did not exist must still not exist.
+  Not counted: files it only wrote, compiled ``.pyc`` files of a source (the
+  source counts), and ``/proc``, ``/sys``, ``/dev`` but for ``/dev/shm`` (they
+  describe the process, not the config).
+* **Directories the import system searched** (``sys.path``, packages'
+  ``__path__``, whether they existed or not, and the user site): only their
+  entries that could be imported as a module it looked up (``name`` as a
+  package, ``name`` + any of ``importlib.machinery.all_suffixes()``) and
+  ``.pth`` files; ``site``'s own look-ups (``sitecustomize``,
+  ``usercustomize``) count as looked up. A new log file beside the job script,
+  ``torchtitan.<jobid>.log`` included, changes nothing; a module now shadowing
+  another, or one that was missing and now exists, does. A directory listed by
+  the import machinery itself (``importlib.metadata``, ``pkgutil``): every
+  entry that could be imported.
+* **Other directories it listed** (``os.listdir``, ``os.scandir``, ``glob``,
+  ``pathlib``): every entry, even when the directory is also on the import path.
+* **Environment variables it read by name** (``os.environ[...]``, ``get``,
+  ``in``, ``os.getenv``, ``os.environb``), with their values (or absence),
+  whatever walked the environment before. Not counted: a variable read *inside*
+  a walk over the whole environment (the key a loop over ``os.environ`` just
+  gave, ``items()``, ``values()``, ``copy()``, ``dict(os.environ)``); per-rank
+  and per-job identifiers, ``TMPDIR``, shell bookkeeping (:data:`NOT_CONFIG`);
+  the visible GPUs (their count is in the key); this package's own variables.
 
-A directory is listed again only when its modification time changed, so a check
+Stamps are taken when a file is read or a directory listed; when something
+read changed before the evaluation ended, or changed (its ``ctime``) after it
+began, :meth:`Recorder.deps` raises :class:`ChangedDuring` and nothing is
+stored. A directory is listed again only when its stamp changed, so a check
 costs one ``stat`` per file and directory.
 """
 
@@ -35,26 +49,39 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator, KeysView, Mapping
 from typing import Any
 
 #: Variables that never change what a config builds, although the evaluation may
-#: read them by name: per-rank and per-node identifiers, per-job identifiers,
-#: the rendezvous endpoint, shell and terminal bookkeeping.
+#: read them by name: per-rank and per-node identifiers, per-job identifiers
+#: and folders, the rendezvous endpoint, shell and terminal bookkeeping. Sizes
+#: (``SLURM_NNODES``, ``SLURM_STEP_NUM_TASKS``, ``WORLD_SIZE``) and node lists
+#: (``SLURM_JOB_NODELIST``, ``PBS_NODEFILE``) do count: a config may size itself
+#: by them.
 NOT_CONFIG = frozenset({
     # per rank / node
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "ROLE_NAME",
     "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASK_PID",
-    "SLURMD_NODENAME", "SLURM_TOPOLOGY_ADDR", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_NODE_RANK", "PMI_RANK",
-    "PMIX_RANK", "PMI_FD", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID", "FLUX_TASK_RANK", "FLUX_TASK_LOCAL_ID", "HOSTNAME", "HOST",
-    # per job
-    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID",
-    "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME", "SLURM_SRUN_COMM_PORT",
-    "SLURM_STEP_LAUNCHER_PORT", "SLURM_LAUNCH_NODE_IPADDR", "PBS_JOBID",
-    "LSB_JOBID", "JOB_ID", "FLUX_JOB_ID", "COBALT_JOBID", "MASTER_ADDR",
-    "MASTER_PORT",
+    "SLURMD_NODENAME", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN",
+    "SLURM_GTIDS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_NODE_RANK", "OMPI_MCA_ess_base_vpid", "PMI_RANK",
+    "PMIX_RANK", "PMIX_ID", "PMIX_HOSTNAME", "PMI_FD", "PMI_PORT", "PMI_ID",
+    "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+    "FLUX_TASK_RANK", "FLUX_TASK_LOCAL_ID", "PBS_TASKNUM", "PBS_NODENUM",
+    "PBS_VNODENUM", "HOSTNAME", "HOST",
+    # per job: identifiers, names, times, ports, folders
+    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_STEP_ID",
+    "SLURM_STEPID", "SLURM_ARRAY_JOB_ID", "SLURM_HET_JOB_ID",
+    "SLURM_RESTART_COUNT", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME",
+    "SLURM_SRUN_COMM_PORT", "SLURM_SRUN_COMM_HOST", "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_STEP_RESV_PORTS", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_JOB_TMPDIR",
+    "PMIX_NAMESPACE", "PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR",
+    "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri", "OMPI_FILE_LOCATION",
+    "PMI_JOBID", "PBS_JOBID", "PBS_JOBNAME", "PBS_JOBCOOKIE", "PBS_MOMPORT",
+    "PBS_JOBDIR", "PBS_TMPDIR", "PBS_ARRAY_ID", "LSB_JOBID", "LSB_JOBNAME",
+    "JOB_ID", "JOB_NAME", "FLUX_JOB_ID", "FLUX_URI", "COBALT_JOBID",
+    "MASTER_ADDR", "MASTER_PORT", "TMPDIR", "TEMP", "TMP",
     # shell and terminal
     "PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLUMNS", "LINES", "PS1", "PS2", "PS4",
     "PROMPT_COMMAND", "HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL",
@@ -63,22 +90,61 @@ NOT_CONFIG = frozenset({
     "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "XDG_SESSION_ID",
     "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME",
 })  # fmt: skip
-#: Prefixes of such variables: torch elastic's per-run ones, SSH's session.
-NOT_CONFIG_PREFIXES = ("TORCHELASTIC_", "SSH_", "ROCM_HWQ_AUTOSET")
-#: Folders that describe the running system, not the config.
+#: Prefixes of such variables: torch elastic's per-run ones, the PMIx server's
+#: and Open MPI's runtime's per-job ones, SSH's session, this package's own.
+NOT_CONFIG_PREFIXES = (
+    "TORCHELASTIC_", "PMIX_SERVER_", "PMIX_DSTORE_", "OMPI_MCA_orte_", "SSH_",
+    "ROCM_HWQ_AUTOSET",
+)  # fmt: skip
+#: The GPUs HIP and CUDA can see: the key holds how many each lists, so they do
+#: not count by value (ranks bound to one GPU each share one evaluation).
+DEVICES = (
+    "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+)  # fmt: skip
+#: Folders that describe the running system, not the config; but for
+#: :data:`REAL`, which holds files.
 VIRTUAL = ("/proc/", "/sys/", "/dev/")
+REAL = ("/dev/shm/",)
+#: A file changed this long before the evaluation began may have changed while
+#: it was read in the same tick of the file system's clock (a jiffy, at most
+#: 10 ms; coarser on some file systems): such a record is not stored.
+RACY_NS = 20_000_000
+#: Modules ``site`` imports at start-up when they can be found.
+SITE_LOOKUPS = ("sitecustomize", "usercustomize")
 
 
 def counts(name: str) -> bool:
     """Whether a variable read by name is a dependency."""
-    return name not in NOT_CONFIG and not name.startswith(NOT_CONFIG_PREFIXES)
+    return (
+        name not in NOT_CONFIG
+        and name not in DEVICES
+        and not name.startswith(NOT_CONFIG_PREFIXES)
+    )
 
 
 def _virtual(path: str) -> bool:
+    if path.startswith(REAL):
+        return False
     return path.startswith(VIRTUAL) or path in ("/proc", "/sys", "/dev")
 
 
+class ChangedDuring(Exception):
+    """Something the evaluation read changed while it ran (or just before),
+    or the recording failed: its answer may match neither the old nor the new
+    state, so no entry."""
+
+
 # Recording, in the child.
+
+
+def _path(path: object) -> str | None:
+    """An audit event's path as an absolute ``str`` (None for a descriptor)."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if isinstance(path, str):
+        return os.path.abspath(path)
+    return None
 
 
 class Recorder:
@@ -86,123 +152,271 @@ class Recorder:
     :meth:`deps`. Runs only in the ``--module`` child."""
 
     def __init__(self) -> None:
-        self.opened: set[str] = set()
+        self.opened: dict[str, list[int | None]] = {}
+        """Each file read, with its stamp when it was first opened."""
         self.written: set[str] = set()
-        self.listed: set[str] = set()
+        self.listed: dict[str, tuple[list[int | None], int]] = {}
+        """Each directory the config listed, with its stamp and the time then."""
+        self.modules_listed: set[str] = set()
+        """Directories the import machinery listed for modules."""
         self.searched: set[tuple[str, tuple[str, ...] | None]] = set()
         self.read: dict[str, str | None] = {}
         """Each variable read by name, with its value then (None: absent)."""
         self.on = False
+        self.broken = False
+        """The recording failed: what was read is not known."""
+        self.started = 0
+        self._machinery: tuple[str, ...] = ()
 
     def start(self) -> None:
+        from importlib.util import source_from_cache  # in the child only
+
+        self._source_from_cache = source_from_cache
+        stdlib = os.path.dirname(os.__file__)
+        self._machinery = (
+            os.path.join(stdlib, "importlib") + os.sep,
+            os.path.join(stdlib, "pkgutil.py"),
+        )
+        self.started = time.time_ns() - RACY_NS
         sys.addaudithook(self._audit)
         sys.meta_path.insert(0, _Lookups(self))
         current = os.environ
         # The same variables, now recorded.
         os.environ = _RecordingEnviron(  # noqa: B003
             self.read,
+            str,
             current._data,  # type: ignore[attr-defined]
             current.encodekey,
             current.decodekey,
             current.encodevalue,
             current.decodevalue,
         )
+        bytes_environ = getattr(os, "environb", None)
+        if bytes_environ is not None:  # POSIX: the same variables, as bytes
+            os.environb = _RecordingEnviron(
+                self.read,
+                os.fsdecode,
+                bytes_environ._data,
+                bytes_environ.encodekey,
+                bytes_environ.decodekey,
+                bytes_environ.encodevalue,
+                bytes_environ.decodevalue,
+            )
         self.on = True
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if not self.on:
+        if not self.on or event not in ("open", "os.listdir", "os.scandir"):
             return
+        try:
+            self._note(event, args)
+        except Exception:  # an open or a listing must never fail for it
+            self.on = False  # nor be recorded in part: no entry
+            self.broken = True
+
+    def _note(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
-            path, mode, flags = args
-            if not isinstance(path, str):
+            path = _path(args[0])
+            if path is None or _folder(args[2]):
+                return  # a descriptor; a folder opened to walk it by its fd
+            if not _reads(args[1], args[2]):
+                self.written.add(path)
                 return
-            if _writes(mode, flags):
-                self.written.add(os.path.abspath(path))
-            else:
-                self.opened.add(os.path.abspath(path))
+            if path.endswith(".pyc"):
+                # A module's compiled form: its source counts (the loader only
+                # stat'ed it), stamped now; a sourceless .pyc is its own source.
+                with contextlib.suppress(ValueError, NotImplementedError):
+                    path = self._source_from_cache(path)
+            if path not in self.opened:
+                self.opened[path] = _stamp(path)
         elif event in ("os.listdir", "os.scandir"):
-            path = args[0]
+            path = _path("." if args[0] is None else args[0])
             if path is None:
-                path = "."
-            if isinstance(path, str):
-                self.listed.add(os.path.abspath(path))
+                return
+            caller = sys._getframe(2).f_code.co_filename  # past _audit
+            if caller.startswith("<frozen"):
+                return  # the import system's finder: its look-ups count
+            if caller.startswith(self._machinery):
+                if os.path.basename(path) != "__pycache__":
+                    self.modules_listed.add(path)
+            elif path not in self.listed:
+                self.listed[path] = (_dir_stamp(path), time.time_ns())
 
     def deps(self, exclude: str) -> dict[str, Any]:
         """What was read, as the JSON document :func:`check` takes; files under
-        the folder ``exclude`` (the cache) do not count."""
+        the folder ``exclude`` (the cache) do not count. :class:`ChangedDuring`
+        when something read changed after the evaluation began."""
         self.on = False
-        files = _module_files()
-        for path in self.opened - self.written:
-            # Compiled files: a module's source counts (a sourceless one's
-            # .pyc is its source: _module_files has it).
-            if _virtual(path) or path.endswith(".pyc"):
+        if self.broken:
+            raise ChangedDuring("the recording failed")
+        then = dict.fromkeys(_module_files())
+        then.update(self.opened)
+        for path in self.written:
+            then.pop(path, None)  # an output, not an input
+        files = {}
+        for path, stamp in then.items():
+            if _virtual(path) or path.startswith(exclude + os.sep):
                 continue
-            if not path.startswith(exclude + os.sep):
-                files.add(path)
-        files.update(_pth_files())
-        searched = _import_dirs(self.searched)
-        listings = {
-            p: None
-            for p in self.listed
-            if p not in searched and not _virtual(p)
-            and os.path.basename(p) != "__pycache__"
-        }  # fmt: skip
+            if (
+                path.endswith(".pyc")
+                and os.path.basename(os.path.dirname(path)) == "__pycache__"
+            ):
+                continue  # its source counts
+            now = _stamp(path)
+            self._unchanged(path, stamp, now)
+            files[path] = now
+        for path in _pth_files():
+            files[path] = _stamp(path)
+            self._unchanged(path, None, files[path])
+        user_site = _user_site()
+        if user_site is not None and not os.path.exists(user_site):
+            files[user_site] = _stamp(user_site)  # must stay missing
+        lookups = set(self.searched)
+        lookups.update((name, None) for name in SITE_LOOKUPS)
+        searched = _import_dirs(lookups)
+        for path in self.modules_listed:
+            searched.setdefault(path, set()).add(ANY)
+        dirs = []
+        seen = _finders()
+        for path, names in sorted(searched.items()):
+            entries = _matching(path, names)
+            if path in seen and _select(seen[path], names) != entries:
+                raise ChangedDuring(f"a module appeared or went in {path}")
+            dirs.append([path, _dir_stamp(path), sorted(names), entries])
+        lists = []
+        for path, (stamp, when) in sorted(self.listed.items()):
+            if _virtual(path) or os.path.basename(path) == "__pycache__":
+                continue
+            now = _dir_stamp(path)
+            # As of the listing (the evaluation's own __pycache__ may have
+            # been made in it since it began).
+            self._unchanged(path, stamp, now, since=when - RACY_NS)
+            lists.append([path, now, _names(path)])
         return {
-            "files": [[p, *_stamp(p)] for p in sorted(files)],
-            "dirs": [
-                [p, _mtime(p), sorted(names), _matching(p, names)]
-                for p, names in sorted(searched.items())
-            ],
-            "lists": [[p, _mtime(p), _names(p)] for p in sorted(listings)],
+            "files": [[p, *s] for p, s in sorted(files.items())],
+            "dirs": dirs,
+            "lists": lists,
             "env": {k: v for k, v in sorted(self.read.items()) if counts(k)},
         }
 
+    def _unchanged(
+        self,
+        path: str,
+        then: list[int | None] | None,
+        now: list[int | None],
+        since: int | None = None,
+    ) -> None:
+        """Raise :class:`ChangedDuring` if ``path`` changed since it was read
+        (stamp ``then``) or after the evaluation began (its change time; a
+        change in the same tick of the file system's clock as the read could
+        leave the stamp as it was), or ``since``."""
+        if then is not None and then != now:
+            raise ChangedDuring(f"{path} changed during the evaluation")
+        changed = now[-1]
+        limit = self.started if since is None else since
+        if changed is not None and changed >= limit:
+            raise ChangedDuring(f"{path} changed as the evaluation ran")
 
-def _writes(mode: object, flags: object) -> bool:
+
+def _folder(flags: object) -> bool:
+    return isinstance(flags, int) and bool(flags & getattr(os, "O_DIRECTORY", 0))
+
+
+def _reads(mode: object, flags: object) -> bool:
+    """Whether an ``open`` reads the file: ``r``, ``r+``, ``a+`` and
+    ``O_RDONLY``, ``O_RDWR`` without ``O_TRUNC`` or ``O_EXCL`` (a file it
+    creates, as ``tempfile.mkstemp`` does); not a pure write."""
     if isinstance(mode, str):
-        return any(c in mode for c in "wax+")
+        return "r" in mode or ("a" in mode and "+" in mode)
     if isinstance(flags, int):
-        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-    return False
+        access = flags & os.O_ACCMODE
+        if access == os.O_WRONLY:
+            return False
+        return not (access == os.O_RDWR and flags & (os.O_TRUNC | os.O_EXCL))
+    return True
 
 
-class _RecordingEnviron(os._Environ[str]):
-    """``os.environ`` that remembers each variable read by name, with its value
-    then (None: absent). Not reads by name: reads of keys just handed out by a
-    walk over the whole environment (``items()``, ``copy()``,
-    ``dict(os.environ)``), and reads of a variable the evaluation set itself."""
+class _Keys(KeysView[str]):
+    """``keys()`` of the recording environment: a listing ``dict()`` then reads
+    key by key (``dict(os.environ)``, ``copy()``, ``{**os.environ}``)."""
 
-    def __init__(self, read: dict[str, str | None], *args: Any) -> None:
-        super().__init__(*args)
-        self.read = read
-        self.walked: set[str] = set()
-        self.set_here: set[str] = set()
-
-    def __getitem__(self, key: str) -> str:
-        counted = key not in self.walked and key not in self.set_here
-        self.walked.discard(key)
-        try:
-            value: str = super().__getitem__(key)
-        except KeyError:
-            if counted:
-                self.read.setdefault(key, None)
-            raise
-        if counted:
-            self.read.setdefault(key, value)
-        return value
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self.set_here.add(key)
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        self.set_here.add(key)
-        super().__delitem__(key)
+    _mapping: _RecordingEnviron
 
     def __iter__(self) -> Iterator[str]:
-        for key in super().__iter__():
-            self.walked.add(key)
-            yield key
+        return self._mapping._walk(listing=True)
+
+
+class _RecordingEnviron(os._Environ[Any]):
+    """``os.environ`` (or ``os.environb``) that remembers each variable read by
+    name, with its value then (None: absent), whatever walked the environment
+    before. Not reads by name: reads inside a walk over the whole environment
+    (of the key an iteration just handed out and is not done with: a loop over
+    ``os.environ``, ``items()``, ``values()``; or, right after a listing
+    through ``keys()``, of its keys in its order: ``dict(os.environ)``,
+    ``copy()``), and reads of a variable the evaluation set itself."""
+
+    def __init__(self, read: dict[str, str | None], text: Any, *args: Any) -> None:
+        super().__init__(*args)
+        self.read = read
+        self.text = text
+        """A key or value as ``str`` (``os.fsdecode`` for ``os.environb``)."""
+        self.set_here: set[Any] = set()
+        self.current: dict[int, Any] = {}
+        """The key each unfinished iteration handed out last, by iteration."""
+        self.replay: list[Any] = []
+        """A listing just made, reversed: the reads that may follow it."""
+
+    def _walk(self, listing: bool = False) -> Iterator[Any]:
+        keys = list(self._data)  # type: ignore[attr-defined]  # as os._Environ
+        walk = object()
+        self.replay = []
+        try:
+            for encoded in keys:
+                key = self.decodekey(encoded)
+                self.current[id(walk)] = key
+                yield key
+            if listing:
+                self.replay = [self.decodekey(k) for k in reversed(keys)]
+        finally:
+            self.current.pop(id(walk), None)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._walk()
+
+    def keys(self) -> KeysView[Any]:
+        return _Keys(self)
+
+    def _in_walk(self, key: Any) -> bool:
+        if self.replay:
+            if self.replay[-1] == key:
+                self.replay.pop()
+                return True
+            self.replay = []  # not the listing's reads: it is over
+        return key in self.current.values()
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            counted = not self._in_walk(key) and key not in self.set_here
+        except Exception:  # never fail a read for the recording: count it
+            counted = True
+        try:
+            value = super().__getitem__(key)
+        except KeyError:
+            if counted:
+                self.read.setdefault(self.text(key), None)
+            raise
+        if counted:
+            self.read.setdefault(self.text(key), self.text(value))
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.set_here.add(key)
+        self.replay = []
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.set_here.add(key)
+        self.replay = []
+        super().__delitem__(key)
 
 
 def _module_files() -> set[str]:
@@ -236,6 +450,16 @@ def _pth_files() -> set[str]:
     return found
 
 
+def _user_site() -> str | None:
+    """The user site folder when ``site`` would add it (``pip install --user``
+    may create it later), else None."""
+    import site
+
+    if not site.ENABLE_USER_SITE:
+        return None
+    return os.path.abspath(site.getusersitepackages())
+
+
 class _Lookups:
     """A finder that finds nothing: it notes each module looked up and where
     (``path``: the parent package's ``__path__``, or None for ``sys.path``)."""
@@ -256,35 +480,54 @@ class _Lookups:
 def _import_dirs(
     searched: set[tuple[str, tuple[str, ...] | None]],
 ) -> dict[str, set[str]]:
-    """Each directory the import system searched, with the module names it
-    looked for there (the last part of each name)."""
+    """Each directory the import system searched, existing or not, with the
+    module names it looked for there (the last part of each name)."""
     found: dict[str, set[str]] = {}
     for name, path in searched:
         last = name.rpartition(".")[2]
         for entry in sys.path if path is None else path:
             if isinstance(entry, str):
                 folder = os.path.abspath(entry)  # "": the working directory
-                if os.path.isdir(folder):
-                    found.setdefault(folder, set()).add(last)
+                found.setdefault(folder, set()).add(last)
     return found
+
+
+def _finders() -> dict[str, set[str]]:
+    """What the import system's finders last listed of each directory."""
+    seen = {}
+    for finder in list(sys.path_importer_cache.values()):
+        names = getattr(finder, "_path_cache", None)
+        folder = getattr(finder, "path", None)
+        if (
+            isinstance(names, set)
+            and isinstance(folder, str)
+            and getattr(finder, "_path_mtime", -1) != -1
+        ):
+            seen[os.path.abspath(folder)] = names
+    return seen
 
 
 # Checking, in a later launch.
 
 
 def _stamp(path: str) -> list[int | None]:
+    """What tells a file changed: modification time (ns), size, inode, change
+    time (ns) (a file replaced by ``cp -p``, ``rsync -a``, ``mv`` keeps the
+    first two)."""
     try:
         info = os.stat(path)
     except OSError:
-        return [None, None]
-    return [info.st_mtime_ns, info.st_size]
+        return [None, None, None, None]
+    return [info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns]
 
 
-def _mtime(path: str) -> int | None:
+def _dir_stamp(path: str) -> list[int | None]:
+    """When to list a directory again: modification and change time, inode."""
     try:
-        return os.stat(path).st_mtime_ns
+        info = os.stat(path)
     except OSError:
-        return None
+        return [None, None, None]
+    return [info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
 
 
 def _names(path: str) -> list[str] | None:
@@ -294,15 +537,47 @@ def _names(path: str) -> list[str] | None:
         return None
 
 
+#: A look-up of any module: a directory the import machinery listed.
+ANY = "*"
+
+
+def _select(listing: set[str] | list[str], names: set[str] | list[str]) -> list[str]:
+    """The entries of ``listing`` that could be imported as one of ``names``
+    (``name`` as a package, ``name.py``, ``name.cpython-311-x86_64-linux-gnu.so``
+    ...: any of ``importlib.machinery.all_suffixes()``; any module for
+    :data:`ANY`), and ``.pth`` files."""
+    from importlib.machinery import all_suffixes
+
+    suffixes = tuple(all_suffixes())
+    wanted = set(names)
+    anything = ANY in wanted
+    found = []
+    for entry in listing:
+        if entry == "__pycache__":
+            continue
+        if entry.endswith(".pth") or entry in wanted:
+            found.append(entry)
+            continue
+        stem, dot, _ = entry.partition(".")
+        if not dot:
+            if anything:
+                found.append(entry)  # a package, or a namespace folder
+        elif (anything or stem in wanted) and any(
+            entry == stem + suffix for suffix in suffixes
+        ):
+            found.append(entry)
+        elif anything and entry.endswith((".dist-info", ".egg-info")):
+            found.append(entry)  # metadata: entry points
+    return sorted(found)
+
+
 def _matching(path: str, names: set[str] | list[str]) -> list[str] | None:
-    """The entries of a searched directory that could be one of ``names``
-    (``name``, ``name.py``, ``name.cpython-311-x86_64-linux-gnu.so`` ...) or a
-    ``.pth`` file."""
+    """The entries of a searched directory that matter (:func:`_select`), or
+    None when it cannot be listed (missing: it must stay so)."""
     listing = _names(path)
     if listing is None:
         return None
-    wanted = set(names)
-    return [e for e in listing if e.partition(".")[0] in wanted or e.endswith(".pth")]
+    return _select(listing, names)
 
 
 def check(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
@@ -313,13 +588,16 @@ def check(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     for name, value in deps["env"].items():
         if environ.get(name) != value:
             return f"{name} changed"
-    for path, mtime, size in deps["files"]:
-        if _stamp(path) != [mtime, size]:
+    for path, mtime, size, inode, changed in deps["files"]:
+        if _stamp(path) != [mtime, size, inode, changed]:
             return f"{path} changed"
-    for path, mtime, names, entries in deps["dirs"]:
-        if _mtime(path) != mtime and _matching(path, names) != entries:
+    for path, stamp, names, entries in deps["dirs"]:
+        now = _dir_stamp(path)
+        if now != stamp and (
+            None in (now[0], stamp[0]) or _matching(path, names) != entries
+        ):  # it appeared (a folder or a zip file) or went, or its modules did
             return f"a module appeared or went in {path}"
-    for path, mtime, entries in deps["lists"]:
-        if _mtime(path) != mtime and _names(path) != entries:
+    for path, stamp, entries in deps["lists"]:
+        if _dir_stamp(path) != stamp and _names(path) != entries:
             return f"{path} gained or lost an entry"
     return None

@@ -160,3 +160,75 @@ def test_explain_says_where_the_evaluation_came_from(work: Launches) -> None:
     code, out, _ = work.run([*explain[:5], "--no-cache", *MINE])
     assert json.loads(out)["evaluation"] == "evaluated (--no-cache)"
     assert work.evaluations() == 2
+
+
+# Issue #23: what the evaluation really read, and nothing more.
+
+
+def test_a_variable_read_after_a_library_walked_the_environment(
+    work: Launches,
+) -> None:
+    """fsspec (imported by torchtitan) walks ``os.environ`` at import, while
+    MY_CP is set: its later read by name by the recipe counts all the same.
+    Was: a hit with the stale Q=4 (the truth is 8)."""
+    assert launch(work, MY_CP="1")[0] == "4"
+    assert launch(work, MY_CP="2")[0] == "8"
+    assert work.evaluations() == 2
+    assert launch(work, MY_CP="2")[0] == "8"  # and cached again
+    assert work.evaluations() == 2
+
+
+def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
+    work: Launches,
+) -> None:
+    """A new job's ``TMPDIR`` and scheduler identifiers, ``python3`` for
+    ``python``, a log named after a module beside the recipe, each rank's own
+    GPU: one evaluation. Was: a miss for each."""
+    jobs = [work.root / f"job-{n}" for n in (1, 2)]
+    for folder in jobs:
+        folder.mkdir()
+
+    def job(n: int, rank: int) -> dict[str, str]:
+        return {"TMPDIR": str(jobs[n - 1]), "SLURM_JOB_ID": f"{n}00",
+                "SLURM_STEP_ID": str(n), "SLURM_GTIDS": str(rank),
+                "PMIX_NAMESPACE": f"slurm.pmix.{n}00.0",
+                "ROCR_VISIBLE_DEVICES": str(rank), "RANK": str(rank),
+                "LOCAL_RANK": str(rank)}  # fmt: skip
+
+    assert launch(work, **job(1, 0))[0] == "4"
+    assert launch(work, **job(2, 0))[0] == "4"  # a new job: its TMPDIR, ids
+    assert work.evaluations() == 1
+    (work.work / "torchtitan.200.log").write_text("a new job's log\n")
+    (work.work / "my_recipes.200.out").write_text("and its output\n")
+    assert launch(work, **job(2, 0))[0] == "4"
+    assert work.evaluations() == 1
+    for rank in range(1, 4):  # srun --gpus-per-task=1: a GPU of its own
+        assert launch(work, **job(2, rank))[0] == "4", rank
+    assert work.evaluations() == 1
+    code, out, err = work.run(
+        [str(work.bin / "python3"), "-m", "torchtitan.train", *MINE], **job(2, 0)
+    )
+    assert code == 0, err[-2000:]
+    assert [p["queues"] for p in probes(out)] == ["4"]
+    assert ours(err)[0].endswith(", from the cached --module/--config evaluation")
+    assert work.evaluations() == 1
+
+
+def test_a_helper_edited_while_the_evaluation_runs(work: Launches) -> None:
+    """The recipe's helper is edited (TP 1 to 2) while the first launch
+    evaluates: that launch keeps its fresh answer, nothing is stored, and the
+    next one evaluates the new helper. Was: the old answer stored with the new
+    file's stamp, every later launch a stale Q=4 (the truth is 8)."""
+    recipe = work.work / "my_recipes" / "config_registry.py"
+    recipe.write_text(RECIPE.replace("    return config", (
+        "    if os.path.exists('edit-once'):  # a stat: not a dependency\n"
+        "        os.remove('edit-once')\n"
+        "        os.system('echo TP = 2 > my_helper.py')  # another process\n"
+        "    return config")))  # fmt: skip
+    (work.work / "edit-once").write_text("")
+    assert launch(work)[0] == "4"  # TP 1, as imported
+    assert work.evaluations() == 1
+    assert launch(work)[0] == "8"
+    assert work.evaluations() == 2
+    assert launch(work)[0] == "8"  # stored this time
+    assert work.evaluations() == 2

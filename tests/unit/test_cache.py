@@ -330,3 +330,60 @@ def test_the_host_name_is_a_file_name(
     Uname.nodename = nodename  # type: ignore[attr-defined]
     monkeypatch.setattr(_cache.os, "uname", lambda: Uname())
     assert _cache.host() == name
+
+
+# The key (issue #23): what a launch must match, and no more.
+
+
+def test_the_interpreter_counts_by_its_real_path_and_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: ``sys.executable`` as started, so ``venv/bin/python``, ``python3``
+    and a console script's ``#!.../python3`` never shared an entry."""
+    import sys
+
+    args = ["--module", "m", "--config", "c"]
+    monkeypatch.chdir(tmp_path)
+    base = key(args, {})
+    for name in ("python", "python3"):
+        link = tmp_path / name
+        link.symlink_to(sys.executable)
+        monkeypatch.setattr(sys, "executable", str(link))
+        assert key(args, {}) == base, name
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+    assert key(args, {}) != base  # another venv of the same Python
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+     "GPU_DEVICE_ORDINAL"],
+)  # fmt: skip
+def test_the_visible_gpus_count_by_how_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Was: by value, so ``srun --gpus-per-task=1`` (a per-rank
+    ``ROCR_VISIBLE_DEVICES``) gave 4 ranks 4 evaluations and 4 entries."""
+    args = ["--module", "m", "--config", "c"]
+    monkeypatch.chdir(tmp_path)
+    assert len({key(args, {name: str(rank)}) for rank in range(4)}) == 1
+    assert key(args, {name: "0,1"}) == key(args, {name: "2,3"})
+    assert key(args, {name: "0,1"}) != key(args, {name: "0"})
+    assert len({key(args, {}), key(args, {name: ""}), key(args, {name: "0"})}) == 3
+
+
+def test_per_job_variables_are_not_in_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["--module", "m", "--config", "c"]
+    monkeypatch.chdir(tmp_path)
+    job = {"TMPDIR": "/tmp/job.1", "SLURM_JOB_ID": "1", "SLURM_STEP_ID": "0",
+           "PMIX_NAMESPACE": "slurm.pmix.1.0"}  # fmt: skip
+    assert key(args, job) == key(args, {k: v + "2" for k, v in job.items()})
+
+
+def test_an_entry_of_the_first_format_is_not_read(cache: Cache) -> None:
+    assert _cache.FORMAT == 2
+    cache._write(cache.entry("k"), json.dumps({"format": 1, "result": RESULT,
+                                               "deps": NO_DEPS}))  # fmt: skip
+    assert cache.lookup("k", {}) == (None, "entry of another format")

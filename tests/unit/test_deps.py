@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._evaluation.deps import NOT_CONFIG, check, counts
+from rocm_hwq_autoset._evaluation import cache as _cache
+from rocm_hwq_autoset._evaluation import child as _child
+from rocm_hwq_autoset._evaluation.deps import (
+    NOT_CONFIG,
+    RACY_NS,
+    ChangedDuring,
+    Recorder,
+    check,
+    counts,
+)
 
 from ..helpers import child_env
 
@@ -91,6 +100,7 @@ def record(workdir: Path, **env: str) -> dict[str, Any]:
                          "SLURM_JOB_ID": "77", "UNRELATED": "x",
                          "PYTHONUSERBASE": str(workdir.parent / "userbase"),
                          **env})  # fmt: skip
+    time.sleep(2 * RACY_NS / 1e9)  # the fixture's files: older than the start
     out = subprocess.run([sys.executable, "-c", EVALUATION], cwd=workdir, env=environ,
                          capture_output=True, text=True, check=True)  # fmt: skip
     deps: dict[str, Any] = json.loads(out.stdout)
@@ -110,7 +120,7 @@ def test_what_is_recorded(workdir: Path, modules: str) -> None:
     assert str(workdir / "my_recipes" / "__init__.py") in files  # imported
     assert str(workdir / "my_helper.py") in files  # imported by it
     assert str(workdir / "size.txt") in files  # opened
-    assert files[str(workdir / "missing.txt")] == [None, None]  # must stay absent
+    assert files[str(workdir / "missing.txt")] == [None] * 4  # must stay absent
     assert str(workdir / "out.log") not in files  # written: an output
     assert str(site_folder / "extra.pth") in files
     assert str(site_folder / "notes.txt") not in files
@@ -119,7 +129,7 @@ def test_what_is_recorded(workdir: Path, modules: str) -> None:
     assert not any(p.startswith(str(workdir / "cache")) for p in files)
     searched = {path: (names, entries) for path, _, names, entries in deps["dirs"]}
     names, entries = searched[str(workdir)]
-    assert {"my_recipes", "my_helper", "not_there_yet"} <= set(names)
+    assert {"my_recipes", "my_helper", "not_there_yet", "sitecustomize"} <= set(names)
     assert entries == ["my_helper.py", "my_recipes"]
     # A module of a package is looked for in the package's folder only.
     assert searched[str(workdir / "my_recipes")] == (["registry"], ["registry.py"])
@@ -249,3 +259,326 @@ def test_per_rank_per_job_and_shell_variables_never_count(name: str) -> None:
 )  # fmt: skip
 def test_variables_a_config_could_use_count(name: str) -> None:
     assert counts(name) and name not in NOT_CONFIG
+
+
+# Issue #23: what an evaluation really read. Each test below fails on the
+# recorder as it was (named in its docstring).
+
+#: A miniature evaluation of its own: ``BODY`` runs recorded; the record, or
+#: ``{"changed during": why}`` when something changed while it ran.
+RECORDED = """
+import json, os, sys
+sys.path.insert(0, os.getcwd())
+from rocm_hwq_autoset._evaluation.deps import ChangedDuring, Recorder
+body = compile(os.environ.pop("BODY"), "recipe.py", "exec")
+recorder = Recorder()
+recorder.start()
+exec(body)
+try:
+    print(json.dumps(recorder.deps(exclude=os.path.abspath("cache"))))
+except ChangedDuring as exc:
+    print(json.dumps({"changed during": str(exc)}))
+"""
+
+
+def run(
+    workdir: Path, body: str, python: str = sys.executable, **env: str
+) -> dict[str, Any]:
+    environ = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                         "PYTHONUSERBASE": str(workdir.parent / "userbase"),
+                         "BODY": body, **env})  # fmt: skip
+    time.sleep(2 * RACY_NS / 1e9)  # the test's files: older than the start
+    out = subprocess.run([python, "-c", RECORDED], cwd=workdir, env=environ,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    deps: dict[str, Any] = json.loads(out.stdout)
+    return deps
+
+
+WALKS = """
+for key in os.environ:  # fsspec, tqdm, networkx at import: nothing read
+    pass
+sorted(os.environ)
+"""
+
+
+@pytest.mark.parametrize(
+    "read",
+    ['os.environ["MY_CP"]', 'os.environ.get("MY_CP")', 'os.getenv("MY_CP")',
+     '"MY_CP" in os.environ', 'os.environb[b"MY_CP"]', 'os.getenvb(b"MY_CP")',
+     'os.environ.setdefault("MY_CP", "1")'],
+)  # fmt: skip
+def test_a_read_by_name_counts_after_a_walk(workdir: Path, read: str) -> None:
+    """Was: every variable present at a walk was "walked", and a later read of
+    it by name was dropped (the real torchtitan's MY_CP, after fsspec's walk);
+    ``os.environb`` was not recorded at all."""
+    deps = run(workdir, WALKS + read, MY_CP="1", OTHER="x")
+    assert deps["env"] == {"MY_CP": "1"}
+    assert check(deps, {"MY_CP": "2", "OTHER": "x"}) == "MY_CP changed"
+
+
+@pytest.mark.parametrize(
+    "walk",
+    ["dict(os.environ)", "os.environ.copy()", "{**os.environ}", "os.environ | {}",
+     "list(os.environ.items())", "list(os.environ.values())",
+     "[os.environ[k] for k in os.environ]",
+     "[os.environ.get(k) for k in os.environ if k.startswith('MY_')]",
+     "dict(os.environb)", "[os.environ[k] for k in os.environ.keys()]"],
+)  # fmt: skip
+def test_reads_inside_a_walk_do_not_count(workdir: Path, walk: str) -> None:
+    deps = run(workdir, f"{walk}\nos.environ.get('ASKED')", MY_CP="1", OTHER="x")
+    assert deps["env"] == {"ASKED": None}
+
+
+def test_a_listing_not_read_at_once_is_over(workdir: Path) -> None:
+    """A listing through ``keys()`` exempts only the reads that follow it in
+    its order: a read of anything else ends it."""
+    body = "keys = list(os.environ.keys())\nos.environ.get('ASKED')\n"
+    body += "os.environ[keys[0]]"
+    deps = run(workdir, body, MY_CP="1")
+    assert len(deps["env"]) == 2 and deps["env"]["ASKED"] is None
+
+
+CHANGES = {
+    "a file edited after it was read": (
+        "open('size.txt').read()\nos.system('echo 16 > size.txt')", "size.txt"),
+    "a file edited before it was read": (
+        "os.system('echo 16 > size.txt')\nopen('size.txt').read()", "size.txt"),
+    "a module edited after its import": (
+        "import my_helper\nos.system('echo DEGREE = 4 > my_helper.py')",
+        "my_helper.py"),
+    "a file that appeared after it was missed": (
+        "os.path.exists('late.txt') or open('late.txt', 'a+')\n"
+        "os.system('touch late.txt')", "late.txt"),
+    "a listed folder that gained an entry": (
+        "os.listdir('checkpoints')\nos.system('touch checkpoints/step-2')",
+        "checkpoints"),
+    "a module that appeared after its look-up": (
+        "try:\n    import not_there_yet\nexcept ImportError:\n    pass\n"
+        "os.system('touch not_there_yet.py')", "a module appeared or went in"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_nothing_is_stored_when_what_it_read_changed_during_it(
+    workdir: Path, change: str
+) -> None:
+    """Was: the stamps were taken after the evaluation, pairing the old answer
+    with the new file."""
+    body, said = CHANGES[change]
+    deps = run(workdir, body)
+    assert said in deps.get("changed during", ""), deps
+
+
+def test_an_entry_is_not_stored_when_its_record_changed_during(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child's share step: :class:`ChangedDuring` stores nothing, while the
+    answer still goes to the waiting ranks."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    cache = _cache.Cache(str(folder))
+
+    def changed(exclude: str) -> dict[str, Any]:
+        raise ChangedDuring("size.txt changed during the evaluation")
+
+    recorder = Recorder()
+    monkeypatch.setattr(recorder, "deps", changed)
+    doc = {"inputs": "x", "settings": {}, "how": "evaluated"}
+    _child._share(cache, "k", doc, recorder)
+    assert not Path(cache.entry("k")).exists()
+    assert cache.published("k")[1] == doc
+
+
+LISTINGS = ["os.listdir('.')", "os.listdir()", "list(os.scandir('.'))",
+            "__import__('glob').glob('*')", "os.listdir(b'.')",
+            "list(__import__('pathlib').Path().iterdir())"]  # fmt: skip
+
+
+@pytest.mark.parametrize("listing", LISTINGS)
+def test_a_folder_it_listed_counts_whole_even_on_the_import_path(
+    workdir: Path, listing: str
+) -> None:
+    """Was: a listed folder that was also searched for modules (here the
+    working directory) counted only its module-like names."""
+    deps = run(workdir, listing)
+    assert str(workdir) in [path for path, _, _, _ in deps["dirs"]]  # searched
+    assert str(workdir) in [path for path, _, _ in deps["lists"]]
+    (workdir / "run-2.txt").write_text("")
+    assert check(deps, {}) == f"{workdir} gained or lost an entry"
+
+
+def test_the_import_machinery_listing_a_folder_counts_its_modules(
+    workdir: Path,
+) -> None:
+    """``pkgutil`` (and ``importlib.metadata``) list folders for modules: any
+    module appearing there counts, nothing else does."""
+    deps = run(workdir, "import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))")
+    assert str(workdir / "my_recipes") not in [p for p, _, _ in deps["lists"]]
+    (workdir / "my_recipes" / "notes.txt").write_text("")
+    assert check(deps, {}) is None
+    (workdir / "my_recipes" / "extra.py").write_text("")
+    assert "a module appeared or went in" in (check(deps, {}) or "")
+
+
+def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
+    """Was: a ``PYTHONPATH`` folder that did not exist was not recorded."""
+    later = workdir.parent / "later"
+    deps = run(workdir, "import my_helper", PYTHONPATH=f"{ROOT}{os.pathsep}{later}")
+    assert check(deps, {}) is None
+    later.mkdir()
+    (later / "my_helper.py").write_text("DEGREE = 8\n")  # shadows the old one
+    assert check(deps, {}) == f"a module appeared or went in {later}"
+
+
+def test_a_user_site_that_was_missing_counts(workdir: Path) -> None:
+    """Was: ``pip install --user`` creating the user site was not seen. (Not
+    in a venv, which has no user site: the Python it was made from.)"""
+    base = getattr(sys, "_base_executable", sys.executable)
+    deps = run(workdir, "import my_helper", python=base)
+    assert check(deps, {}) is None
+    user_site(workdir).mkdir(parents=True)
+    assert check(deps, {}) == f"{user_site(workdir)} changed"
+
+
+@pytest.mark.parametrize("name", ["sitecustomize.py", "usercustomize.py"])
+def test_a_site_customization_appearing_counts(workdir: Path, name: str) -> None:
+    """Was: ``site``'s own look-ups ran before the recording, unseen."""
+    deps = run(workdir, "import my_helper")
+    (workdir / name).write_text("")  # the working directory is on the path
+    assert check(deps, {}) == f"a module appeared or went in {workdir}"
+
+
+@pytest.mark.parametrize("how", ["cp -p", "mv of a variant"])
+def test_a_replaced_file_of_the_same_size_and_time_counts(
+    workdir: Path, how: str
+) -> None:
+    """Was: only the modification time and size were compared."""
+    deps = run(workdir, "open('size.txt').read()")
+    data = workdir / "size.txt"
+    before = data.stat()
+    variant = workdir.parent / "size.txt"
+    variant.write_text("4\n")  # the same size
+    os.utime(variant, ns=(before.st_atime_ns, before.st_mtime_ns))
+    if how == "cp -p":
+        data.unlink()
+        subprocess.run(["cp", "-p", str(variant), str(data)], check=True)
+    else:
+        os.replace(variant, data)
+    after = data.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert check(deps, {}) == f"{data} changed"
+
+
+def test_a_file_under_dev_shm_counts(workdir: Path) -> None:
+    """Was: everything under ``/dev`` was taken for the system's."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.fail("no writable /dev/shm on this machine")
+    data = shm / f"rocm-hwq-autoset-test-{os.getpid()}"
+    data.write_text("8\n")
+    try:
+        deps = run(workdir, f"open({str(data)!r}).read()")
+        assert str(data) in [path for path, *_ in deps["files"]]
+    finally:
+        data.unlink()
+    assert check(deps, {}) == f"{data} changed"
+
+
+@pytest.mark.parametrize(
+    "read",
+    ["open('size.txt', 'r+').read()", "open(b'size.txt').read()",
+     "os.close(os.open('size.txt', os.O_RDWR))",
+     "os.close(os.open(b'size.txt', os.O_RDONLY))"],
+)  # fmt: skip
+def test_other_reads_count(workdir: Path, read: str) -> None:
+    """Was: a file opened ``r+`` counted as written, a bytes path not at all."""
+    deps = run(workdir, read)
+    assert str(workdir / "size.txt") in [path for path, *_ in deps["files"]]
+
+
+def test_only_pure_writes_are_outputs(workdir: Path) -> None:
+    body = ("open('a.log', 'w').close(); open('b.log', 'a').close()\n"
+            "open('c.log', 'w+').close(); open('d.log', 'x').close()\n"
+            "os.close(os.open('e.log', os.O_WRONLY | os.O_CREAT))\n"
+            "os.close(os.open('f.log', os.O_RDWR | os.O_CREAT | os.O_TRUNC))\n"
+            "import tempfile; tempfile.mkstemp(suffix='.log', dir='.')\n"
+            "os.close(os.open('checkpoints', os.O_RDONLY | os.O_DIRECTORY))"
+            )  # fmt: skip
+    files = [path for path, *_ in run(workdir, body)["files"]]
+    assert not [p for p in files if p.endswith((".log", "checkpoints"))]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_module_loaded_by_path_counts_by_its_source(
+    workdir: Path, compiled: bool
+) -> None:
+    """Was: a sub-config loaded with ``spec_from_file_location`` and kept out of
+    ``sys.modules`` was only seen by its ``.pyc``, which never counts."""
+    sub = workdir / "sub_config.py"
+    sub.write_text("DEGREE = 2\n")
+    if compiled:  # a valid __pycache__: the loader reads only the .pyc
+        import py_compile
+
+        py_compile.compile(str(sub), doraise=True)
+    body = ("import importlib.util\n"
+            "spec = importlib.util.spec_from_file_location('sub', 'sub_config.py')\n"
+            "module = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(module)\n")  # fmt: skip
+    deps = run(workdir, body)
+    files = [path for path, *_ in deps["files"]]
+    assert str(sub) in files and not [p for p in files if p.endswith(".pyc")]
+
+
+# Needless misses: what changes between jobs and ranks, but not the config.
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["TMPDIR", "SLURM_GTIDS", "SLURM_STEP_ID", "SLURM_STEP_LAUNCHER_PORT",
+     "SLURM_JOB_NAME", "SLURM_JOB_START_TIME", "SLURM_SRUN_COMM_HOST",
+     "SLURM_SRUN_COMM_PORT", "PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_ID",
+     "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid", "OMPI_COMM_WORLD_RANK",
+     "PBS_JOBID", "PBS_JOBNAME", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"],
+)  # fmt: skip
+def test_per_job_identifiers_and_folders_never_count(name: str) -> None:
+    """Was: a new job's ``TMPDIR`` (``tempfile`` reads it) or step port, a
+    PMIx namespace, each rank's own GPU missed."""
+    assert not counts(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["SLURM_NODELIST", "SLURM_JOB_NODELIST", "PBS_NODEFILE",
+             "SLURM_STEP_NUM_TASKS", "SLURM_ARRAY_TASK_ID", "OMPI_COMM_WORLD_SIZE"],
+)  # fmt: skip
+def test_node_lists_and_sizes_count(name: str) -> None:
+    assert counts(name)
+
+
+def test_tmpdir_read_by_tempfile_does_not_miss(workdir: Path) -> None:
+    first = workdir.parent / "job-1"
+    first.mkdir()
+    deps = run(workdir, "import tempfile\ntempfile.gettempdir()", TMPDIR=str(first))
+    assert "TMPDIR" not in deps["env"]
+    assert check(deps, {"TMPDIR": str(workdir.parent / "job-2")}) is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["my_helper.123.log", "my_recipes.77.out", "my_helper.py.orig", "my_helper.txt"],
+)
+def test_a_log_named_after_a_module_changes_nothing(workdir: Path, name: str) -> None:
+    """Was: any entry whose name began with a looked-up module's name and a dot
+    counted (``torchtitan.<jobid>.log`` beside the recipe)."""
+    deps = record(workdir)
+    (workdir / name).write_text("")
+    assert check(deps, ENV) is None
+
+
+def test_a_recording_that_fails_fails_no_read_and_stores_nothing(
+    workdir: Path,
+) -> None:
+    body = ("import rocm_hwq_autoset._evaluation.deps as deps\n"
+            "deps._dir_stamp = None  # the recording of a listing breaks\n"
+            "assert 'size.txt' in os.listdir('.')\n"
+            "open('size.txt').read()")  # fmt: skip
+    assert run(workdir, body) == {"changed during": "the recording failed"}
