@@ -106,7 +106,8 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     checks += cache_checks()
     checks.append(start_up_check(_hook.decided))
     if training:
-        if not may_be_launch(training):
+        # The training arguments are python -m torchtitan.train's.
+        if not may_be_launch(["-m", *training], None, ["", "torchtitan", *training]):
             checks.append(Check("note", "for that launch", "no --job.config or"
                                 " --module argument: the hook stays out (the"
                                 " package is not imported)"))  # fmt: skip

@@ -39,7 +39,7 @@ from .._argv import cli_overrides, module_args, suggest_flag
 from .._config import CLI, ConfigError, Setting, from_object
 from .._decision import internal_error
 from .._environ import timeout
-from .._model import Inputs, read_inputs
+from .._model import MODULE_FORM, Inputs, read_inputs
 from .cache import Cache
 from .deps import Recorder
 from .result_text import encode_result
@@ -86,7 +86,8 @@ def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
     except ConfigError:
         pass
     moe = _has_moe(config)
-    return read_inputs(settings, None if moe is None else (moe, "traverse")), settings
+    known = None if moe is None else (moe, "traverse")
+    return read_inputs(settings, known, form=MODULE_FORM), settings
 
 
 def _why(said: io.StringIO) -> str:
