@@ -5,19 +5,16 @@ in every Python process of the environment (as coverage.py keeps its
 ``site`` executes a ``.pth`` line that starts with ``import`` and nothing else,
 so the gate must be one line. It has two steps:
 
-1. :data:`FILTER`, run in every process: one substring test of ``sys.argv``.
-   Nearly every process stops here, having imported nothing.
-2. :data:`GATE`, run (by ``exec``) only where the filter matched: the switch
-   (the off values are ``_environ.OFF_VALUES``), then the exact test of
-   ``rocm_hwq_autoset.may_be_launch``: an argument that *is* ``--job.config_file``
-   or ``--job.config-file`` (alone or ``=VALUE``), or ``--module`` (alone or
-   ``=VALUE``) on a command line that names torchtitan (after the interpreter's
-   own path). Only then is the package imported; ``start()`` never raises, and
-   the ``try`` keeps an odd ``sys.argv`` from making ``site`` print a traceback.
+1. :data:`FILTER`, run in every process: one substring test of ``sys.argv``
+   (``--job.config`` or ``--module`` anywhere in it). Nearly every process
+   stops here, having imported nothing.
+2. :data:`GATE`, run only where the filter matched: it imports
+   ``_rocm_hwq_autoset_gate`` (a module beside the package, compiled at
+   install), whose exact test imports the package only for a launch. The
+   ``try`` keeps a broken install from making ``site`` print a traceback.
+   ``exec`` compiles that one statement only where the filter matched.
 
-``GATE`` runs in the frame of ``site.addpackage``: it must not define names a
-comprehension reads from that frame (only the outermost iterable is evaluated
-there), nor leave anything but its few local names behind.
+``GATE`` runs in the frame of ``site.addpackage``: it binds one name there.
 
     python tools/pth_line.py           # print the line
     python tools/pth_line.py --write   # write rocm_hwq_autoset.pth
@@ -39,17 +36,11 @@ FILTER = (
     " ('--job.config' in a or '--module' in a)"
 )
 
-#: Only where the filter matched: the switch, then the exact test.
+#: Only where the filter matched: the exact gate, which never raises.
 GATE = """\
-try:
- import os
- if os.environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() not in ("0", "false", "off", "no"):
-  f = [str(x).partition("=")[0] for x in sys.argv]
-  if "--job.config_file" in f or "--job.config-file" in f or "--module" in f and any("torchtitan" in str(x) for x in getattr(sys, "orig_argv", [""])[1:] or sys.argv):
-   __import__("rocm_hwq_autoset").start()
-except Exception:
- pass
-"""  # noqa: E501
+try:import _rocm_hwq_autoset_gate
+except Exception:pass
+"""
 
 
 def line() -> str:

@@ -38,24 +38,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_copy_of_the_off_values_is_off_values() -> None:
-    """The ``.pth`` line and the gate (``__init__.may_be_launch``) test the off
-    values before importing anything, so each keeps a literal copy: both are
-    :data:`OFF_VALUES`, and read as :func:`switch` reads them."""
+    """The start-up gate (``_rocm_hwq_autoset_gate``, which the ``.pth`` line
+    imports) and the package's own (``__init__.may_be_launch``) test the off
+    values before importing anything of the package, so each keeps a literal
+    copy: both are :data:`OFF_VALUES`, and read as :func:`switch` reads them.
+    The ``.pth`` line itself keeps none."""
     pth = (ROOT / "rocm_hwq_autoset.pth").read_text()
-    [copy] = re.findall(r"lower\(\) not in (\([^)]*\))", pth.replace('\\"', '"'))
-    assert ast.literal_eval(copy) == OFF_VALUES
-    source = Path(rocm_hwq_autoset.__file__).read_text()
-    gate = next(
-        node for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.FunctionDef) and node.name == "may_be_launch"
-    )  # fmt: skip
-    tuples = [
-        ast.literal_eval(node.comparators[0])
-        for node in ast.walk(gate)
-        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In)
-        and isinstance(node.comparators[0], ast.Tuple)
-    ]  # fmt: skip
-    assert tuples == [OFF_VALUES]
+    assert not any(f'"{value}"' in pth or f"'{value}'" in pth for value in OFF_VALUES)
+    for path in (ROOT / "_rocm_hwq_autoset_gate.py", Path(rocm_hwq_autoset.__file__)):
+        gate = next(
+            node for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef) and node.name == "may_be_launch"
+        )  # fmt: skip
+        tuples = [
+            ast.literal_eval(node.comparators[0])
+            for node in ast.walk(gate)
+            if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In)
+            and isinstance(node.comparators[0], ast.Tuple)
+        ]  # fmt: skip
+        assert tuples == [OFF_VALUES], path.name
     for value in [*OFF_VALUES, *ON_VALUES, FORCE_VALUE, "bogus", "of"]:
         for spelled in (value, f" {value.upper()} ", f"\t{value.title()}"):
             environ = {SWITCH: spelled}

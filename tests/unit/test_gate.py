@@ -171,16 +171,21 @@ def test_pth_is_one_import_line() -> None:
     assert START.strip() == "rocm_hwq_autoset:start"
 
 
-def test_entry_module_imports_only_os_and_sys() -> None:
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("module", ["rocm_hwq_autoset", "_rocm_hwq_autoset_gate"])
+def test_entry_module_imports_only_os_and_sys(module: str) -> None:
+    """The package's entry and the gate beside it import nothing else (the
+    gate, for a process that makes no launch, not the package)."""
     code = (
-        "import sys; before = set(sys.modules); import rocm_hwq_autoset; "
+        f"import os, sys; before = set(sys.modules); import {module}; "
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env=child_env({"PYTHONPATH": str(ROOT)}),
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-S", "-c", code, "--module-path", "x"],
+        env=child_env({"PYTHONPATH": str(ROOT)}, no_site=True),
+        capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
-    assert out.stdout.strip() == "['rocm_hwq_autoset']"
+    assert out.stdout.strip() == f"[{module!r}]"
 
 
 @pytest.mark.parametrize(("env", "argv", "orig_argv", "wanted"), CASES, ids=IDS)
