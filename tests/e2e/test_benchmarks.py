@@ -113,6 +113,9 @@ def test_startup(quick: QuickRuns) -> None:
     out = quick.output("startup.py")
     figures(out, rf"ratio +min {NUMBER} +median {NUMBER}",
             r"-X importtime lines naming rocm_hwq_autoset: 0\n")  # fmt: skip
+    near = re.findall(r"near miss `[^`]+`: -X importtime lines naming the package:"
+                      r" (\d+)", out)  # fmt: skip
+    assert near == ["0", "0", "0"], out
 
 
 def test_startup_instructions(quick: QuickRuns) -> None:

@@ -21,6 +21,9 @@ from rocm_hwq_autoset._argv import (
     torchrun_program,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.mark.parametrize(
     ("args", "path"),

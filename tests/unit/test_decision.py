@@ -18,6 +18,9 @@ from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.fixture
 def rocm_path(tmp_path: Path) -> list[str]:

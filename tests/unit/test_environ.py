@@ -31,6 +31,9 @@ from rocm_hwq_autoset._environ import (
     world_size,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -19,6 +19,9 @@ from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
 
 

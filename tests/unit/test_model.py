@@ -22,6 +22,9 @@ from rocm_hwq_autoset._model import (
     resolve_shard,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 #: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
 PR_VECTORS = [
     (
