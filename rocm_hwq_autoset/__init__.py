@@ -1,12 +1,13 @@
 """Set ``GPU_MAX_HW_QUEUES`` for torchtitan launches on ROCm at interpreter start.
 
-This module is the gate every Python process of the environment passes:
-``rocm_hwq_autoset.pth`` checks the arguments and the switch itself and imports
-this package only for a possible training launch; on Python 3.15+,
-``rocm_hwq_autoset.start`` names :func:`start`, and this module is imported at
-every interpreter start. So it imports only ``os`` and ``sys``; the hook
-(``_hook``) is imported when the gate opens. Nothing here raises for its own
-failures, hangs, writes a file or imports torch.
+``rocm_hwq_autoset.pth`` filters the arguments, and the gate module beside the
+package (``_rocm_hwq_autoset_gate``) tests them and the switch exactly, importing
+this package only for a training launch. On Python 3.15+,
+``rocm_hwq_autoset.start`` names :func:`start` instead, and this module is the
+gate every process passes: so it imports only ``os`` and ``sys``, and
+:func:`may_be_launch` is the same exact test; the hook (``_hook``) is imported
+when the gate opens. Nothing here raises for its own failures, hangs, writes a
+file or imports torch.
 
 The public API, loaded on first use: :func:`recommend`, :class:`Recommendation`
 and :class:`ConfigError`.
@@ -41,10 +42,10 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# The gate. The .pth line (from tools/pth_line.py) makes the same test before
-# importing anything; ``_environ`` holds the switch's full meaning and
-# ``_argv.find_launch`` the launch's (tests/unit/test_gate.py holds them in
-# agreement).
+# The gate. ``_rocm_hwq_autoset_gate`` (which the .pth line imports) makes the
+# same test before importing anything of the package; ``_environ`` holds the
+# switch's full meaning and ``_argv.find_launch`` the launch's
+# (tests/unit/test_gate.py and test_environ.py hold them in agreement).
 
 #: An argument that is one of these (alone or ``=VALUE``) makes a TOML launch.
 CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
