@@ -1,7 +1,9 @@
 """Idle start-up cost in wall time: ``python -c pass`` in a venv with this
 checkout's wheel installed vs. a bare venv, interleaved; and ``-X importtime``
-proof that an ordinary process does not import the package. Instructions, which
-repeat where wall time does not, are ``startup_instructions.py``'s.
+proof that an ordinary process does not import the package, nor a near miss
+(``--module-path``, ``--job.config_files``, ``--module`` without torchtitan).
+Instructions, which repeat where wall time does not, are
+``startup_instructions.py``'s.
 
     python benchmarks/startup.py [--runs 40] [--quick]
 """
@@ -9,10 +11,15 @@ repeat where wall time does not, are ``startup_instructions.py``'s.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 
 from _venvs import base_env, build_wheel, machine, make_venv, summary, wall, workdir
+
+#: Arguments the .pth line's filter lets through that make no launch: the gate
+#: module turns them away without importing the package.
+NEAR_MISSES = (["--module-path", "x"], ["--job.config_files", "x"], ["--module", "m"])
 
 
 def main() -> None:
@@ -37,6 +44,16 @@ def main() -> None:
             [installed, "-X", "importtime", "-c", "pass"],
             capture_output=True, text=True, env=env, check=True,
         ).stderr  # fmt: skip
+        near = {
+            " ".join(args): subprocess.run(
+                [installed, "-X", "importtime", "-c", "pass", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            ).stderr
+            for args in NEAR_MISSES
+        }
     print(f"machine: {machine()}")
     print(f"python -c pass, {runs} interleaved runs each")
     print(f"  bare venv        {summary(times[bare])}")
@@ -48,6 +65,11 @@ def main() -> None:
     print(f"  -X importtime lines naming rocm_hwq_autoset: {len(ours)}")
     for line in ours:
         print("    " + line)
+    for args, text in near.items():
+        named = [line for line in text.splitlines()
+                 if re.search(r"\brocm_hwq_autoset\b", line)]  # fmt: skip
+        print(f"  near miss `{args}`: -X importtime lines naming the package:"
+              f" {len(named)}")  # fmt: skip
 
 
 if __name__ == "__main__":

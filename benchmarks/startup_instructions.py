@@ -16,7 +16,16 @@ wheel into its own venv, beside a bare venv:
 It also lists the package modules the launch imports, with their lines, and for
 "after" what importing each adds (in the order the imports end), and so what
 running the decision costs beyond its imports.
-``--quick`` measures "after" alone (no second wheel), and only the idle line.
+
+Then, on every CPython 3.9-3.13 found (pyenv's, or ``pythonX.Y`` on ``PATH``),
+the floor any ``.pth`` pays there (a one-line ``import sys`` ``.pth`` over a bare
+venv: CPython 3.13 also imports ``encodings.utf_8_sig`` to decode any non-empty
+``.pth``) and, beside it, what this checkout's line costs in a process that is
+no launch: idle (``python -c pass``) and the near misses (arguments the line's
+substring filter lets through, which the gate module then turns away, never
+importing the package). The idle line is held to ``IDLE_OVER_FLOOR``.
+``--quick`` measures "after" alone (no second wheel), the idle line, and that
+table for this interpreter only.
 
     python benchmarks/startup_instructions.py [--before REV] [--quick]
 """
@@ -45,13 +54,26 @@ from _venvs import (
 PARSER = "tomllib" if sys.version_info >= (3, 11) else "tomli"
 JOB = ROOT / "examples" / "deepseek_v3_16b.toml"
 LAUNCH = ["--job.config_file", str(JOB), "--parallelism.expert_parallel_degree", "2"]
+#: The package, and the gate module the .pth line imports beside it.
+OURS = ("rocm_hwq_autoset", "_rocm_hwq_autoset_gate")
 SHOW_MODULES = (
-    f"import os, sys, {PARSER}; assert os.environ['GPU_MAX_HW_QUEUES'] == '4';"
+    f"import os, sys, {PARSER}; OURS = {OURS!r};"
+    " assert os.environ['GPU_MAX_HW_QUEUES'] == '4';"
     " print(' '.join(sorted(m.__file__ for n, m in sys.modules.items()"
-    " if n.split('.')[0] == 'rocm_hwq_autoset')))"
+    " if n.split('.')[0] in OURS)))"
 )
 #: The issue's targets, in instructions.
 TARGETS = {"idle": 800_000, "decision": 5_000_000}
+#: Issue #24: the idle line, beyond the floor any .pth pays, on every CPython.
+IDLE_OVER_FLOOR = 600_000
+VERSIONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+#: Arguments the .pth line's filter lets through that make no launch.
+NEAR_MISSES = {
+    "--module-path x": ["--module-path", "x"],
+    "--modules": ["--modules"],
+    "--job.config_files x": ["--job.config_files", "x"],
+    "--module m (no torchtitan)": ["--module", "m"],
+}
 
 
 def modules(python: str, env: dict[str, str]) -> list[Path]:
@@ -71,7 +93,7 @@ def import_costs(python: str, env: dict[str, str]) -> list[tuple[str, int]]:
         capture_output=True, text=True, env=env, check=True,
     ).stderr  # fmt: skip
     order = [line.rsplit("|", 1)[-1].strip() for line in trace.splitlines()]
-    order = [name for name in order if name.split(".")[0] == "rocm_hwq_autoset"]
+    order = [name for name in order if name.split(".")[0] in OURS]
     off = {**env, "ROCM_HWQ_AUTOSET": "0"}
     counts = [
         instructions(python, ["-c", f"import {', '.join([PARSER, *order[:k]])}",
@@ -79,6 +101,82 @@ def import_costs(python: str, env: dict[str, str]) -> list[tuple[str, int]]:
         for k in range(len(order) + 1)
     ]  # fmt: skip
     return [(name, counts[k + 1] - counts[k]) for k, name in enumerate(order)]
+
+
+def find_python(version: str) -> str | None:
+    """A CPython ``version``: pyenv's newest, else ``pythonX.Y`` on ``PATH``."""
+    import glob
+    import os
+    import shutil
+
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(
+        p
+        for p in glob.glob(
+            os.path.join(root, "versions", f"{version}.*", "bin", "python3")
+        )
+        if Path(p).parent.parent.name.count(".") == 2
+    )
+    return found[-1] if found else shutil.which(f"python{version}")
+
+
+def per_version(
+    tmp: Path, wheel: Path, versions: tuple[str, ...]
+) -> list[tuple[str, str, int, dict[str, int]]]:
+    """For each CPython found: its version, the floor over a bare venv, and
+    this checkout's idle and near-miss costs over the floor."""
+    rows = []
+    env = base_env(PYTHONHASHSEED="0")
+    for version in versions:
+        base = find_python(version)
+        if base is None:
+            print(f"CPython {version}: not found, skipped")
+            continue
+        bare = make_venv(tmp / f"bare-{version}", base=base)
+        floor = make_venv(tmp / f"floor-{version}", base=base)
+        site = subprocess.run(
+            [floor, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True, env=env,
+        ).stdout.strip()  # fmt: skip
+        Path(site, "floor.pth").write_text("import sys\n")
+        after = make_venv(tmp / f"after-{version}", wheel, base=base)
+        cases = {"idle (-c pass)": [], **NEAR_MISSES}
+        for python in (bare, floor, after):  # .pyc files, the page cache
+            for args in cases.values():
+                subprocess.run([python, "-c", "pass", *args], check=True, env=env)
+        counts = {}
+        for name, args in cases.items():
+            line = ["-c", "pass", *args]
+            counts[name] = instructions(after, line, env) - instructions(
+                floor, line, env
+            )
+        over_bare = instructions(floor, ["-c", "pass"], env) - instructions(
+            bare, ["-c", "pass"], env
+        )
+        real = subprocess.run([after, "-c", "import platform;"
+                               " print(platform.python_version())"],
+                              capture_output=True, text=True, check=True,
+                              env=env).stdout.strip()  # fmt: skip
+        rows.append((version, real, over_bare, counts))
+    return rows
+
+
+def print_per_version(rows: list[tuple[str, str, int, dict[str, int]]]) -> None:
+    if not rows:
+        return
+    names = list(rows[0][3])
+    print(
+        "idle and near-miss processes, instructions beyond the floor"
+        " (a one-line `import sys` .pth over a bare venv):"
+    )
+    print(f"  {'CPython':<9}{'floor':>11}" + "".join(f"{n:>28}" for n in names))
+    for _, real, over_bare, counts in rows:
+        cells = "".join(f"{counts[n]:>28,}" for n in names)
+        print(f"  {real:<9}{over_bare:>11,}{cells}")
+    worst = max(counts["idle (-c pass)"] for _, _, _, counts in rows)
+    verdict = "met" if worst <= IDLE_OVER_FLOOR else "NOT met"
+    print(f"  idle line beyond the floor <= {IDLE_OVER_FLOOR:,} on each: {verdict}"
+          f" (worst {worst:,})")  # fmt: skip
 
 
 def main() -> None:
@@ -94,7 +192,8 @@ def main() -> None:
             pip(pythons["bare"], "tomli")
         if "before" in versions:
             pythons["before"] = make_venv(tmp / "before", wheel_at(args.before, tmp))
-        pythons["after"] = make_venv(tmp / "after", build_wheel(tmp / "dist"))
+        wheel = build_wheel(tmp / "dist")
+        pythons["after"] = make_venv(tmp / "after", wheel)
         torch = tmp / "fake" / "torch"
         torch.mkdir(parents=True)
         (torch / "__init__.py").write_text("raise ImportError('never imported')\n")
@@ -118,6 +217,8 @@ def main() -> None:
         files = {k: modules(pythons[k], launch_env) for k in versions}
         lines = {k: sum(len(f.read_text().splitlines()) for f in fs)
                  for k, fs in files.items()}  # fmt: skip
+        here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        table = per_version(tmp, wheel, (here,) if args.quick else VERSIONS)
     print(f"machine: {machine()}")
     before = f"before = {args.before}, " if "before" in versions else ""
     print(f"instructions (valgrind --tool=callgrind); {before}after = this checkout")
@@ -163,6 +264,7 @@ def main() -> None:
               " each import, once those before it are in:")  # fmt: skip
         for name, cost in found:
             print(f"    {name:<32}{cost:>11,}")
+    print_per_version(table)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Set ``GPU_MAX_HW_QUEUES`` for torchtitan launches on ROCm at interpreter start.
 
-This module is the gate every Python process of the environment passes:
-``rocm_hwq_autoset.pth`` checks the arguments and the switch itself and imports
-this package only for a possible training launch; on Python 3.15+,
-``rocm_hwq_autoset.start`` names :func:`start`, and this module is imported at
-every interpreter start. So it imports only ``os`` and ``sys``; the hook
-(``_hook``) is imported when the gate opens. Nothing here raises for its own
-failures, hangs, writes a file or imports torch.
+``rocm_hwq_autoset.pth`` filters the arguments, and the gate module beside the
+package (``_rocm_hwq_autoset_gate``) tests them and the switch exactly, importing
+this package only for a training launch. On Python 3.15+,
+``rocm_hwq_autoset.start`` names :func:`start` instead, and this module is the
+gate every process passes: so it imports only ``os`` and ``sys``, and
+:func:`may_be_launch` is the same exact test; the hook (``_hook``) is imported
+when the gate opens. Nothing here raises for its own failures, hangs, writes a
+file or imports torch.
 
 The public API, loaded on first use: :func:`recommend`, :class:`Recommendation`
 and :class:`ConfigError`.
@@ -41,20 +42,30 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# The gate. The .pth line makes the same two checks before importing anything;
-# ``_decision`` holds the switch's full meaning (tests/unit/test_gate.py holds
-# the three in agreement).
+# The gate. ``_rocm_hwq_autoset_gate`` (which the .pth line imports) makes the
+# same test before importing anything of the package; ``_environ`` holds the
+# switch's full meaning and ``_argv.find_launch`` the launch's
+# (tests/unit/test_gate.py and test_environ.py hold them in agreement).
 
-#: An argument starting with one of these may make this process a training launch.
-TRIGGERS = ("--job.config", "--module")
+#: An argument that is one of these (alone or ``=VALUE``) makes a TOML launch.
+CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
+#: One that is this makes a launch where the command line names torchtitan.
+MODULE_FLAG = "--module"
 
 
 def may_be_launch(
-    argv: "Sequence[object] | None" = None, environ: "Mapping[str, str] | None" = None
+    argv: "Sequence[object] | None" = None,
+    environ: "Mapping[str, str] | None" = None,
+    orig_argv: "Sequence[object] | None" = None,
 ) -> bool:
     """False for every process that is surely not a torchtitan launch: the
-    switch is off (``ROCM_HWQ_AUTOSET=0/false/off/no``), or no argument starts
-    with ``--job.config`` or ``--module``."""
+    switch is off (``ROCM_HWQ_AUTOSET=0/false/off/no``), or no argument is
+    ``--job.config_file``/``--job.config-file``, nor ``--module`` on a command
+    line that names torchtitan: the program, or what torchrun runs, somewhere
+    in ``sys.orig_argv`` after the interpreter's path (``sys.argv`` on 3.9, or
+    ``argv`` when given alone). The hook (``_argv.find_launch``) then decides
+    exactly. ``--module-path``, ``--modules``, ``--job.config_files`` or
+    ``mypy --module m`` never open it."""
     environ = os.environ if environ is None else environ
     if environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (
         "0",
@@ -63,8 +74,17 @@ def may_be_launch(
         "no",
     ):
         return False
-    args = getattr(sys, "argv", None) if argv is None else argv
-    return any(str(arg).startswith(TRIGGERS) for arg in args or ())
+    if argv is None:
+        argv = getattr(sys, "argv", None) or ()
+        if orig_argv is None:
+            orig_argv = getattr(sys, "orig_argv", None)
+    flags = [str(arg).partition("=")[0] for arg in argv]
+    if CONFIG_FILE_FLAGS[0] in flags or CONFIG_FILE_FLAGS[1] in flags:
+        return True
+    if MODULE_FLAG not in flags:
+        return False
+    named = list(orig_argv or [""])[1:] or argv
+    return any("torchtitan" in str(arg) for arg in named)
 
 
 def start() -> None:

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._argv import cli_overrides
-from ._config import from_object, merge
-from ._model import Recommendation, read_inputs
+from ._config import ConfigError, from_object, merge
+from ._model import MODULE_FORM, TOML_FORM, Recommendation, read_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,14 +37,27 @@ def recommend(
     >>> rec.queues, rec.lanes
     (4, ('compute', 'all_reduce', 'fsdp_comm', 'expert_comm'))
 
+    A mapping is read as a TOML job config, with the TOML era's ``compile.passes``
+    rule for cudagraph; an object as torchtitan 0.3.0's config, by the PR's
+    rule alone (``_model.read_inputs``).
+
     Raises ``ConfigError`` (a ``ValueError``) when torchtitan would reject the
-    input: a wrong type, a degree out of range, a malformed flag; or when
-    ``config`` is none of the three.
+    input: a wrong type, a degree out of range, a malformed flag; when
+    ``config`` is none of the three; or when ``world_size`` is not None nor a
+    positive ``int`` (``True`` is no world size).
     """
+    if world_size is not None and (
+        type(world_size) is bool or not isinstance(world_size, int) or world_size < 1
+    ):
+        raise ConfigError(
+            f"{world_size!r} is not a positive integer", "recommend(world_size=...)"
+        )
     overrides = cli_overrides(argv)
     if config is None or isinstance(config, Mapping):
         settings = merge(config, overrides)
+        form = TOML_FORM
     else:
         settings = from_object(config, overrides)
+        form = MODULE_FORM
     moe = None if is_moe is None else (is_moe, "given")
-    return Recommendation(read_inputs(settings, moe), world_size, settings)
+    return Recommendation(read_inputs(settings, moe, form=form), world_size, settings)

@@ -167,7 +167,7 @@ def _ran(
 
 CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
 MODULE_FLAG, CONFIG_FLAG = "--module", "--config"
-#: The two forms.
+#: The two forms (``_model`` names them too, for the one rule that differs).
 TOML_FORM, MODULE_FORM = "toml", "module"
 
 
@@ -191,13 +191,19 @@ class Launch:
 
 def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | None:
     """The launch this process makes, from its full ``sys.argv`` (and
-    ``sys.orig_argv``), else None.
+    ``sys.orig_argv``), else None; the one function that turns a command line
+    into a launch.
 
     A ``--job.config_file`` makes a TOML launch whatever the program (scripts of
     one's own called torchtitan's ``ConfigManager``). ``--module``/``--config``
     make a launch only where the program is torchtitan's: this process
     (``python -m torchtitan.train``, ``python .../torchtitan/train.py``) or the
     one torchrun will run.
+
+    Both forms at once (``--module``/``--config`` to a torchtitan program and a
+    ``--job.config_file``) are a ``ConfigError`` naming both flags: no torchtitan
+    takes both (0.3.0 refuses ``--job.config_file``, the TOML era ``--module``).
+    The hook, ``explain`` and ``doctor`` all come here, and all refuse it.
     """
     kind, name = program(argv, orig_argv)
     args = list(argv[1:])
@@ -208,11 +214,29 @@ def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | 
             return None
         kind, name, args = ran
         in_process = False
-    if has_config_file(args):
+    return launch_in(args, is_torchtitan(kind, name), in_process)
+
+
+def launch_in(args: Sequence[str], torchtitan: bool, in_process: bool) -> Launch | None:
+    """The launch that training arguments ``args`` make for a program that is
+    torchtitan's or not, else None; the commands read their training arguments
+    here too, as ``python -m torchtitan.train``'s. ``ConfigError`` for both
+    forms at once (see :func:`find_launch`)."""
+    toml = next((a for a in args if _is_flag(a, CONFIG_FILE_FLAGS)), None)
+    module = None
+    if torchtitan:
+        module = next(
+            (a for a in args if _is_flag(a, (MODULE_FLAG, CONFIG_FLAG))), None
+        )
+    if toml is not None and module is not None:
+        raise ConfigError(
+            "two launch forms at once: torchtitan 0.3.0 takes --module/--config"
+            " and refuses --job.config_file, the TOML era the reverse; give one",
+            f"{module.partition('=')[0]} and {toml.partition('=')[0]}",
+        )
+    if toml is not None:
         return Launch(TOML_FORM, args, in_process)
-    if is_torchtitan(kind, name) and any(
-        _is_flag(arg, (MODULE_FLAG, CONFIG_FLAG)) for arg in args
-    ):
+    if module is not None:
         return Launch(MODULE_FORM, args, in_process)
     return None
 

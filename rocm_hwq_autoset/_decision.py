@@ -111,14 +111,15 @@ class Outcome:
 
 def decide(
     environ: Mapping[str, str],
-    launch: Launch | None,
+    launch: Launch | ConfigError | None,
     *,
     rocm: Callable[[], tuple[bool, str]],
     read_toml: Callable[[str], Mapping[str, Any]],
 ) -> Outcome | Launch:
     """The hook's outcome for a process with this environment that makes this
-    launch (None: no launch, ``_argv.find_launch``), or, for a ``--module``
-    launch, the launch to evaluate first.
+    launch (None: no launch; a ``ConfigError``: a command line that makes no
+    launch torchtitan would take, both forms at once; ``_argv.find_launch``),
+    or, for a ``--module`` launch, the launch to evaluate first.
 
     ``rocm`` and ``read_toml`` are asked only when the decision gets that far
     (detection, the bounded TOML reader).
@@ -149,6 +150,8 @@ def decide(
         on_rocm, evidence = rocm()
         if not on_rocm:
             return _skip(f"not ROCm: {evidence}")
+    if isinstance(launch, ConfigError):  # said like a config torchtitan refuses
+        return failed(TOML_FORM, launch)
     try:
         size = world_size(environ)
         if launch.form == MODULE_FORM:

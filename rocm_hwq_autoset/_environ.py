@@ -3,9 +3,10 @@ the values each may take, and how each is read.
 
 One home for each: the hook, the cache and the commands import from here. It
 imports nothing of the package (nor anything else), so that any layer can. The
-``.pth`` line and the gate (``__init__``) test the switch's off values before
-importing anything; they keep literal copies, which ``tests/unit/test_environ.py``
-holds to :data:`OFF_VALUES`.
+start-up gate (``_rocm_hwq_autoset_gate``, beside the package, which the ``.pth``
+line imports) and its copy in ``__init__`` test the switch's off values before
+importing anything of the package; they keep literal copies, which
+``tests/unit/test_environ.py`` holds to :data:`OFF_VALUES`.
 
 A reader returns the value and, for a value it cannot read, what is wrong with
 it (``None`` when all is well): a whole warning naming the variable, or, for

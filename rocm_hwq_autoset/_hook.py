@@ -13,7 +13,7 @@ import os
 import sys
 
 from ._argv import find_launch, is_own_command, program
-from ._config import load_toml
+from ._config import ConfigError, load_toml
 from ._decision import SET, SKIP, WARNING, Outcome, decide, internal_error
 from ._environ import (
     INPUTS,
@@ -86,7 +86,12 @@ def outcome_for(
     if any, decided; the package's own commands are left alone."""
     if is_own_command(*program(argv, orig_argv)):
         return Outcome(SKIP, "rocm-hwq-autoset's own command")
-    return decide(environ, find_launch(argv, orig_argv), rocm=rocm, read_toml=read_toml)
+    launch: Launch | ConfigError | None
+    try:
+        launch = find_launch(argv, orig_argv)
+    except ConfigError as exc:  # both launch forms: decide() says it
+        launch = exc
+    return decide(environ, launch, rocm=rocm, read_toml=read_toml)
 
 
 def apply(
@@ -135,15 +140,31 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
 
 def fit(text: str, tail: str = "", limit: int = MAX_LINE) -> str:
     """``text; tail`` on one printable line of at most ``limit`` characters:
-    what does not fit is cut from the middle of ``text``, never from ``tail``."""
+    what does not fit is cut from the middle of ``text``, never from ``tail``
+    nor from the end of ``text``, where a message says what to do about it
+    (torchtitan's "..., or set --training.disable_cuda_graphs.")."""
     text, tail = printable(text), printable(tail)
     end = f"; {tail}" if tail else ""
     room = limit - len(end)
     if len(text) > room:
-        keep = max(room - 3, 0)  # of the text, beside the "..."
-        head = keep * 2 // 3
-        text = text[:head] + "..." + text[len(text) - (keep - head) :]
+        text = cut_middle(text, max(room, 0))
     return text + end
+
+
+def cut_middle(text: str, room: int) -> str:
+    """``text`` in ``room`` characters: its start (the cause, most often),
+    ``...``, and its end (the remedy): the most whole last sentences (after
+    ``". "``) that leave the start a quarter of the room, else the last two
+    thirds."""
+    keep = max(room - 3, 0)  # of the text, beside the "..."
+    last = keep - keep // 3
+    at = text.find(". ")
+    while at != -1:
+        if len(text) - (at + 2) <= keep - keep // 4:
+            last = len(text) - (at + 2)
+            break
+        at = text.find(". ", at + 2)
+    return text[: keep - last] + "..." + text[len(text) - last :]
 
 
 def printable(text: str) -> str:

@@ -111,12 +111,25 @@ def moe_by_table(
     return expert_parallel_degree > 1, "expert degree"
 
 
+#: The launch forms, as ``_argv`` names them (``TOML_FORM``, ``MODULE_FORM``).
+TOML_FORM, MODULE_FORM = "toml", "module"
+
+
 def read_inputs(
-    settings: Mapping[str, Setting], moe: tuple[bool, str] | None = None
+    settings: Mapping[str, Setting],
+    moe: tuple[bool, str] | None = None,
+    *,
+    form: str = TOML_FORM,
 ) -> Inputs:
     """The model's inputs from a config's fields, read as PR #4032 reads a
     config. ``moe`` is ``(is_moe, how)`` where the caller knows (the registry
-    form looks into the model spec); else the model table decides."""
+    form looks into the model spec); else the model table decides.
+
+    Cudagraph is on as the PR reads it, ``compile.enable_passes`` and no
+    ``cudagraph_pass`` in ``compile.disable_passes``; in a TOML launch
+    (``form``), also with ``"cudagraph"`` in ``compile.passes`` (the TOML era's
+    ``compiler_toolkit``). A ``--module`` launch (torchtitan 0.3.0, whose
+    ``compile.passes`` means something else) reads the PR's rule alone."""
 
     def get(name: str) -> Any:
         return settings[name].value
@@ -124,10 +137,11 @@ def read_inputs(
     ep = get(EXPERT)
     if moe is None:
         moe = moe_by_table(get("model.name"), get("model.flavor"), ep)
-    cudagraph = (
-        get("compile.enable_passes")
-        and CUDAGRAPH_PASS not in get("compile.disable_passes")
-    ) or CUDAGRAPH_TOOLKIT_PASS in get("compile.passes")
+    cudagraph = get("compile.enable_passes") and (
+        CUDAGRAPH_PASS not in get("compile.disable_passes")
+    )
+    if form != MODULE_FORM:
+        cudagraph = cudagraph or CUDAGRAPH_TOOLKIT_PASS in get("compile.passes")
     return Inputs(
         dp_shard=get(SHARD),
         dp_replicate=get(REPLICATE),

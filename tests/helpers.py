@@ -6,6 +6,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,15 +139,46 @@ def missing(message: str) -> None:
     pytest.skip(message)
 
 
-def require_index(pip_output: str) -> None:
-    """Skip (fail under ``CI``) with the reason when pip could not reach the
-    package index; return when the failure was something else."""
-    signs = ("No matching distribution", "Could not find a version",
-             "NewConnectionError", "Max retries exceeded", "Network is unreachable",
-             "Temporary failure in name resolution", "ConnectTimeout")  # fmt: skip
-    if any(sign in pip_output for sign in signs):
+#: What pip says when it reached no index at all (with retries: the errors).
+NO_INDEX_SIGNS = ("NewConnectionError", "Max retries exceeded",
+                  "Network is unreachable", "Temporary failure in name resolution",
+                  "ConnectTimeout", "Connection refused")  # fmt: skip
+#: What pip says for a requirement no index it reached has, and for every
+#: requirement when it reached none: told apart by :func:`index_answers`.
+NOTHING_FOUND = "(from versions: none)"
+
+
+def require_index(
+    pip_output: str,
+    *,
+    index_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Skip (fail under ``CI``) with the reason when pip could not reach its
+    package index; return when the failure was anything else, for the caller
+    to fail on: a wrong requirement (a typo'd name, a version that does not
+    exist) fails everywhere. Without retries pip says the same for a name it
+    cannot find as for an index it cannot reach: then the index (``index_args``,
+    pip's environment ``env``) is asked for pip itself."""
+    unreachable = any(sign in pip_output for sign in NO_INDEX_SIGNS)
+    if not unreachable and NOTHING_FOUND in pip_output:
+        unreachable = not index_answers(tuple(index_args), env)
+    if unreachable:
         last = pip_output.strip().splitlines()[-1] if pip_output.strip() else ""
         missing(f"no package index reachable for pip ({last[:160]})")
+
+
+def index_answers(
+    index_args: tuple[str, ...] = (), env: Mapping[str, str] | None = None
+) -> bool:
+    """Whether pip's index lists pip (every index has it)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "pip", "--retries", "0",
+         "--timeout", "10", *index_args],
+        capture_output=True, text=True, timeout=120,
+        env=None if env is None else dict(env),
+    )  # fmt: skip
+    return done.returncode == 0 and "Available versions:" in done.stdout
 
 
 class Venv:

@@ -20,13 +20,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .._argv import (
-    CONFIG_FLAG,
-    MODULE_FLAG,
     MODULE_FORM,
     TOML_FORM,
     Launch,
     config_file_arg,
     has_config_file,
+    launch_in,
     module_args,
 )
 from .._config import ConfigError, load_toml
@@ -130,14 +129,10 @@ def training_environ(world: int | None) -> dict[str, str]:
 
 def launch_of(training: Sequence[str]) -> Launch:
     """The launch of ``python -m torchtitan.train TRAINING``, as the hook finds
-    it in such a process: a TOML launch where ``--job.config_file`` is given, a
-    ``--module`` launch where ``--module`` or ``--config`` is, else torchtitan's
-    defaults (and the flags given) as a TOML launch without a file."""
-    if not has_config_file(training) and any(
-        arg.partition("=")[0] in (MODULE_FLAG, CONFIG_FLAG) for arg in training
-    ):
-        return Launch(MODULE_FORM, training, True)
-    return Launch(TOML_FORM, training, True)
+    it in such a process (``_argv.launch_in``), else torchtitan's defaults (and
+    the flags given) as a TOML launch without a file. ``ConfigError`` for both
+    forms at once."""
+    return launch_in(training, True, True) or Launch(TOML_FORM, training, True)
 
 
 #: What ``doctor`` says of a launch it checked as the hook would on ROCm.

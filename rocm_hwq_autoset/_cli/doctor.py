@@ -130,11 +130,12 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     checks += cache_checks()
     checks.append(start_up_check(_hook.decided))
     if training:
-        if not may_be_launch(training):
+        # The training arguments are python -m torchtitan.train's.
+        if not may_be_launch(["-m", *training], None, ["", "torchtitan", *training]):
             why = (
                 f"{SWITCH}={os.environ[SWITCH]}: opted out,"
                 if mode == OFF
-                else "no --job.config or --module argument:"
+                else "no --job.config_file, nor --module for torchtitan:"
             )
             checks.append(Check("note", "for that launch", f"{why} the hook stays"
                                 " out (the package is not imported)"))  # fmt: skip

@@ -142,8 +142,8 @@ def test_without_a_launch_argument_the_hook_stays_out(
 ) -> None:
     _, flat = doctor(capsys, "--", "--training.steps", "10")
     assert (
-        "note for that launch no --job.config or --module argument: the hook stays"
-        " out (the package is not imported)" in flat
+        "note for that launch no --job.config_file, nor --module for torchtitan:"
+        " the hook stays out (the package is not imported)" in flat
     )
 
 

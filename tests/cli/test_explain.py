@@ -890,3 +890,18 @@ def test_a_reader_that_goes_away_is_no_error(
         assert main(["explain", "--job.config_file", EXAMPLE]) == 0
         os.write(stdout.fileno(), b"left over")
     assert (tmp_path / "stdout").read_bytes() == b""
+
+
+def test_both_launch_forms_at_once_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #24: the TOML was used, nothing said; torchtitan refuses one of
+    the two whatever its version. One line naming both flags, exit 2
+    (``_argv.find_launch`` raises it, for the hook and every command)."""
+    said = refused(capsys, "--", "--module", "llama3", "--config", "c",
+                   "--job.config_file", EXAMPLE)  # fmt: skip
+    assert said == (
+        "--module and --job.config_file: two launch forms at once: torchtitan"
+        " 0.3.0 takes --module/--config and refuses --job.config_file, the TOML"
+        " era the reverse; give one"
+    )

@@ -204,9 +204,13 @@ def test_a_missing_config_is_one_short_line(
     assert len(said) <= 240
     assert said.startswith(
         "--module/--config: torchtitan could not build the config (ValueError:"
-        " Config function 'nope' not found in long_recipe"
+        " Config function 'nope' not found in long_recip"
     )
-    assert said.endswith("'llama3_8b', 'llama3_16b', 'llama3_32b', ... (40 in all)])")
+    # The cut keeps the last sentence whole: the cause above, the list here.
+    assert said.endswith(
+        "...Available config functions: ['llama3_debugmodel', 'llama3_1b',"
+        " 'llama3_8b', 'llama3_16b', 'llama3_32b', ... (40 in all)])"
+    )
     assert "'llama4_" not in said
 
 

@@ -166,6 +166,66 @@ def test_ordinary_process_does_not_import_the_package(venv: Venv, world: World) 
     assert err == ""
 
 
+#: Arguments the .pth line's substring filter lets through that make no launch
+#: (issue #24: ``python -c pass --module-path x`` imported 6 package modules).
+NEAR_MISSES = [
+    ["--module-path", "x"],
+    ["--modules"],
+    ["--job.config_files", "x"],
+    ["--job.configuration", "x"],
+    ["--module", "m"],  # mypy --module m: no torchtitan on the command line
+    ["--module=m"],
+]
+
+
+@pytest.mark.parametrize("args", NEAR_MISSES, ids=" ".join)
+def test_a_near_miss_does_not_import_the_package(
+    venv: Venv, world: World, args: list[str]
+) -> None:
+    """The gate module turns it away: no package module is imported, on every
+    CPython, in every form of the program."""
+    for form in ("script", "module", "command"):
+        seen, err = start(venv, world, args, form=form, torch=world.rocm)
+        assert seen["package"] is False, (form, args)
+        assert (seen["queues"], err) == (None, "")
+
+
+def test_a_module_launch_of_torchtitan_opens_the_gate(venv: Venv, world: World) -> None:
+    """``--module`` for a torchtitan program opens it: the hook starts the
+    evaluation (which this venv, without torchtitan, cannot make: nothing is
+    set; the program here ends before its answer)."""
+    titan = world.root / "torchtitan" / "train.py"
+    titan.parent.mkdir(exist_ok=True)
+    titan.write_text(PROBE)
+    seen, err = start(venv, world, ["--module", "llama3", "--config", "c"],
+                      torch=world.rocm, program=titan)  # fmt: skip
+    assert seen["package"] is True and seen["queues"] is None
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("rank", ["0", "3"])
+def test_a_warning_is_said_once_per_node(venv: Venv, world: World, rank: str) -> None:
+    """Like a set value: local rank 0 says it, local rank 3 says nothing (a bad
+    config; an explicit value HIP cannot use)."""
+    bad = world.root / "bad-rank.toml"
+    bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
+    seen, err = start(venv, world, ["--job.config_file", str(bad)], torch=world.rocm,
+                      env={"LOCAL_RANK": rank})  # fmt: skip
+    assert seen["queues"] is None
+    assert err == ("" if rank == "3" else (
+        f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree:"
+        " 'two' is not an integer; GPU_MAX_HW_QUEUES left unset\n"
+    ))  # fmt: skip
+    seen, err = start(venv, world, ["--job.config_file", str(world.job)],
+                      torch=world.rocm,
+                      env={"LOCAL_RANK": rank, "GPU_MAX_HW_QUEUES": "abc"})  # fmt: skip
+    assert seen["queues"] == "abc"
+    assert err == ("" if rank == "3" else (
+        "rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"
+        " queue count; left as is (an explicit value always wins)\n"
+    ))  # fmt: skip
+
+
 def test_explicit_value_survives(venv: Venv, world: World) -> None:
     seen, err = start(
         venv, world, ["--job.config_file", str(world.job)], torch=world.rocm,
@@ -277,8 +337,8 @@ def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
 #: instructions before it does anything (benchmarks/startup_instructions.py).
 TOML_LAUNCH_MODULES = [
     "rocm_hwq_autoset", "rocm_hwq_autoset._argv", "rocm_hwq_autoset._config",
-    "rocm_hwq_autoset._decision", "rocm_hwq_autoset._hook", "rocm_hwq_autoset._model",
-    "rocm_hwq_autoset._rocm",
+    "rocm_hwq_autoset._decision", "rocm_hwq_autoset._environ",
+    "rocm_hwq_autoset._hook", "rocm_hwq_autoset._model", "rocm_hwq_autoset._rocm",
 ]  # fmt: skip
 
 

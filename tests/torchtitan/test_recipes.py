@@ -80,13 +80,18 @@ OVERRIDES = {
     "overlap": ["--compile.enable_fsdp_ag_rs_overlap"],
     "no-cudagraph": ["--compile.disable_passes", "cudagraph_pass"],
     "dp-shard-1": ["--parallelism.data_parallel_shard_degree", "1"],
-}
+    # The pass disabled, and torchtitan 0.3.0's own compile.passes naming
+    # "cudagraph" (the TOML era's rule read it as cudagraph on): the PR reads
+    # no cudagraph lane.
+    "no-cudagraph-passes": ["--compile.disable_passes", "cudagraph_pass",
+                            "--compile.passes", "cudagraph"],
+}  # fmt: skip
 CASES = [
     (module, config, name)
     for module, configs in RECIPES.items()
     for config in configs
     for name in (OVERRIDES if config.endswith("debugmodel") else ["none"])
-]
+] + [("graph_trainer.llama3", "graph_trainer_llama3_70b", "no-cudagraph-passes")]
 
 
 def pr_model(raw: dict[str, Any]) -> tuple[int, list[str]]:
@@ -194,3 +199,59 @@ def test_explain_end_to_end(
     doc = json.loads(explain.stdout)
     assert doc["queues"] == queues
     assert doc["config"].startswith(f"--module {args[1]} --config {args[3]}")
+
+
+def test_the_issues_launch_has_no_cudagraph_lane(
+    every_case: dict[tuple[str, str, str], Any],
+) -> None:
+    """Issue #24's row: Q=4 as PR #4032's helper gives, not 8."""
+    raw, ours = every_case[
+        ("graph_trainer.llama3", "graph_trainer_llama3_70b", "no-cudagraph-passes")
+    ]
+    assert raw["enable_passes"] and "cudagraph_pass" in raw["disable_passes"]
+    assert ours["queues"] == pr_model(raw)[0] == 4
+    assert "cudagraph_capture" not in ours["lanes"]
+
+
+#: What the evaluation says of launches torchtitan cannot build, and whether
+#: this venv has the package flux's registry imports.
+REFUSALS = """
+import importlib.util, json, sys
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._evaluation.child import evaluate_config
+print("HAS " + json.dumps(importlib.util.find_spec("transformers") is not None))
+for args in json.loads(sys.argv[1]):
+    try:
+        evaluate_config(args)
+        print("SAID " + json.dumps(None), flush=True)
+    except ConfigError as exc:
+        print("SAID " + json.dumps(str(exc)), flush=True)
+"""
+
+
+def test_a_refusal_names_its_cause(python: str) -> None:
+    """A value from the command line names its flag; torchtitan's "Cannot
+    import config_registry for module 'flux'" names the package that is really
+    missing."""
+    cases = [
+        [
+            *case_args(
+                "graph_trainer.llama3", "graph_trainer_llama3_debugmodel", "none"
+            ),
+            "--parallelism.tensor_parallel_degree=0",
+        ],
+        ["--module", "flux", "--config", "flux_debugmodel"],
+    ]
+    out = run(python, "-c", REFUSALS, json.dumps(cases), ROCM_HWQ_AUTOSET="0").stdout
+    has = [json.loads(line[4:]) for line in out.splitlines() if line[:4] == "HAS "]
+    said = [json.loads(line[5:]) for line in out.splitlines() if line[:5] == "SAID "]
+    assert len(said) == 2, out[-2000:]
+    assert said[0] == "--parallelism.tensor_parallel_degree: 0 must be >= 1"
+    if has == [False]:  # .ci/run's venv: torchtitan without transformers
+        assert said[1] == (
+            "torchtitan could not build the config (ImportError: Cannot import"
+            " config_registry for module 'flux' from torchtitan.models,"
+            " torchtitan.experiments, or torchtitan.experiments.rl.examples; the"
+            " import that failed: ModuleNotFoundError: No module named"
+            " 'transformers')"
+        )

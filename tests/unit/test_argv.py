@@ -21,6 +21,9 @@ from rocm_hwq_autoset._argv import (
     torchrun_program,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.mark.parametrize(
     ("args", "path"),
@@ -330,3 +333,32 @@ def test_a_flag_a_typo_away_from_ours(flag: str, meant: str | None) -> None:
     if meant is not None:
         with pytest.raises(ConfigError, match=f"did you mean {meant}"):
             cli_overrides([flag, "2"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "flags"),
+    [
+        (["-m", "--module", "llama3", "--config", "c", "--job.config_file", "j"],
+         ["python", "-m", "torchtitan.train", "--module", "llama3", "--config", "c",
+          "--job.config_file", "j"], "--module and --job.config_file"),
+        (["/src/torchtitan/train.py", "--job.config-file=j", "--config=c"], [],
+         "--config and --job.config-file"),
+        (["/venv/bin/torchrun", "--nproc-per-node=2", "-m", "torchtitan.train",
+          "--module=m", "--config", "c", "--job.config_file", "j"], [],
+         "--module and --job.config_file"),
+    ],
+)  # fmt: skip
+def test_both_launch_forms_at_once_are_refused_naming_both(
+    argv: list[str], orig_argv: list[str], flags: str
+) -> None:
+    """No torchtitan takes both: 0.3.0 refuses --job.config_file, the TOML era
+    --module. find_launch, which the hook and every command call, says so."""
+    with pytest.raises(ConfigError) as caught:
+        find_launch(argv, orig_argv)
+    assert caught.value.source == flags
+    assert caught.value.reason.startswith("two launch forms at once")
+
+
+def test_a_module_flag_of_another_program_beside_a_job_config_is_toml() -> None:
+    launch = find_launch(["tool.py", "--module", "m", "--job.config_file", "j"])
+    assert launch is not None and launch.form == "toml"

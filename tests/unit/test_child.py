@@ -403,3 +403,76 @@ def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
     assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
     lock = Path(cache.path, f"{'k' * 32}.{host()}.lock")  # this node's, in the cache
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+#: Recipes whose failures have a cause of their own: a config function's own
+#: invalid value, tyro's refusal of the config itself, a registry that cannot
+#: import a package it needs (torchtitan's message names none).
+FAULTY_RECIPES = {
+    "faulty/__init__.py": "",
+    "faulty/recipes/__init__.py": "",
+    "faulty/recipes/config_registry.py": """
+from torchtitan.config.manager import _reject
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def zero_tp():
+    return trainer_config("llama3", "debugmodel", moe=False, tensor_parallel_degree=0)
+
+def refused():
+    _reject("Invalid value for --training.steps: 'many'")
+""",
+    "faulty/masked/__init__.py": "",
+    "faulty/masked/config_registry.py": "import transformers_is_not_here\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "source", "reason"),
+    [
+        # A value from the command line names its flag, as spelled there.
+        ([*DS, "--parallelism.tensor_parallel_degree=0"],
+         "--parallelism.tensor_parallel_degree", "0 must be >= 1"),
+        ([*DS, "--parallelism.tensor-parallel-degree", "0"],
+         "--parallelism.tensor-parallel-degree", "0 must be >= 1"),
+        # The config function's own value: the function, not "the arguments".
+        (["--module", "faulty.recipes", "--config", "zero_tp"],
+         "--config zero_tp: parallelism.tensor_parallel_degree", "0 must be >= 1"),
+        (["--module", "faulty.recipes", "--config", "zero_tp",
+          "--compile.enable_fsdp_ag_rs_overlap"],
+         "--config zero_tp: parallelism.tensor_parallel_degree", "0 must be >= 1"),
+        (["--module", "faulty.recipes", "--config", "refused"], "--config refused",
+         "torchtitan refused the config: Invalid value for --training.steps:"
+         " 'many'"),
+        (["--module", "faulty.recipes", "--config", "refused",
+          "--compile.enable_fsdp_ag_rs_overlap"], "--config refused",
+         "torchtitan refused the config: Invalid value for --training.steps:"
+         " 'many'"),
+        # The arguments' fault: said so.
+        ([*DS, "--parallelism.bogus", "1"], "",
+         "torchtitan rejected the arguments: Unrecognized options:"
+         " --parallelism.bogus"),
+        # The import torchtitan's message hides.
+        (["--module", "faulty.masked", "--config", "c"], "",
+         "torchtitan could not build the config (ImportError: Cannot import module"
+         " 'faulty.masked'; the import that failed: ModuleNotFoundError: No module"
+         " named 'transformers_is_not_here')"),
+    ],
+)  # fmt: skip
+def test_a_refusal_names_its_real_source(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, args: list[str],
+    source: str, reason: str,
+) -> None:  # fmt: skip
+    for name, text in FAULTY_RECIPES.items():
+        path = Path(world["WORK"], name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in [*world["PYTHONPATH"].split(os.pathsep)[:1], world["WORK"]]:
+        monkeypatch.syspath_prepend(folder)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            evaluate_config(args)
+        assert (caught.value.source, caught.value.reason) == (source, reason)
+    finally:
+        for name in [m for m in sys.modules
+                     if m.split(".")[0] in ("torchtitan", "faulty")]:  # fmt: skip
+            del sys.modules[name]

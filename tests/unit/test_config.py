@@ -21,6 +21,9 @@ from rocm_hwq_autoset._evaluation.result_text import (
     settings_to_json,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 TABLES = b"""
 [model]
 name = "deepseek_v3"

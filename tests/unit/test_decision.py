@@ -1,16 +1,14 @@
-"""The start-up decision, step by step, on a plain dict environment; and the
-hook that applies it (``_hook``), once per process."""
+"""The start-up decision (``_decision``), step by step, on a plain dict
+environment, through the hook's ``outcome_for`` and ``apply`` (the hook's own
+parts are tests/unit/test_hook.py's)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import rocm_hwq_autoset as _startup
 from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
@@ -19,6 +17,9 @@ from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
+
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
@@ -134,26 +135,6 @@ def test_worker_with_the_same_value_is_silent(
 
 
 @pytest.mark.parametrize(
-    ("env", "printed"),
-    [
-        ({}, True),
-        ({"LOCAL_RANK": "0"}, True),
-        ({"LOCAL_RANK": "3"}, False),
-        ({"LOCAL_RANK": "3", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
-        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, False),
-    ],
-)
-def test_once_per_node(
-    env: dict[str, str], printed: bool, job: str, rocm_path: list[str],
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    env = dict(env)  # the hook sets the value in it: not in the shared case
-    err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert (err == LINE) is printed
-    assert env["GPU_MAX_HW_QUEUES"] == "8"
-
-
-@pytest.mark.parametrize(
     ("content", "argv_extra", "reason"),
     [
         (b"[parallelism\n", [], "{path}: invalid TOML"),
@@ -222,71 +203,6 @@ def test_a_config_flag_without_a_path_is_named(
     assert "GPU_MAX_HW_QUEUES" not in env
 
 
-def test_control_characters_and_length_are_tamed(
-    rocm_path: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    err = run({}, ["--job.config_file", "a\nb\x1b[31m" + "x" * 1000], rocm_path, capsys)
-    assert err.count("\n") == 1 and "\x1b" not in err
-    assert len(err) == _hook.MAX_LINE + 1  # cut from the middle of the path
-    assert err.endswith("x: File name too long; GPU_MAX_HW_QUEUES left unset\n")
-
-
-@pytest.mark.forked
-def test_run_is_once_per_process_and_never_raises(
-    job: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    os.environ.pop("GPU_MAX_HW_QUEUES", None)
-    os.environ.pop("LOCAL_RANK", None)
-    os.environ["ROCM_HWQ_AUTOSET"] = "force"  # no fake torch in pytest's own path
-    sys.argv[:] = ["prog", "--job.config_file", job]
-    decisions = []
-    real = _decision.decide
-    monkeypatch.setattr(
-        _hook, "decide", lambda *a, **k: decisions.append(1) or real(*a, **k)
-    )
-    _hook.run()
-    _hook.run()  # the same .pth seen through two site directories
-    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
-    assert capsys.readouterr().err == LINE
-    assert decisions == [1]
-
-
-@pytest.mark.forked
-def test_an_internal_error_is_one_warning(
-    job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    def boom(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(_hook, "decide", boom)
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    _hook.run()
-    assert capsys.readouterr().err == (
-        "rocm-hwq-autoset: warning: internal error (RuntimeError: boom); nothing set\n"
-    )
-
-
-@pytest.mark.forked
-@pytest.mark.parametrize("stderr", ["missing", "closed"])
-def test_missing_or_broken_stderr_still_sets_the_value(
-    stderr: str, job: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The line cannot be written; the value is set all the same, no exception."""
-    if stderr == "missing":
-        monkeypatch.setattr(sys, "stderr", None)
-    else:
-        closed = open(os.devnull, "w")  # noqa: SIM115
-        closed.close()
-        monkeypatch.setattr(sys, "stderr", closed)
-    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
-    monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    _startup.start()  # the gate, as the .pth line calls it: it must not raise
-    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
-    _hook.say(Outcome("set", "hello"), {})  # nor the line on its own
-
-
 @pytest.mark.parametrize("value", ["disable", "disabled", "none", "OF", "bogus"])
 def test_a_switch_value_it_cannot_read_never_turns_it_on(
     value: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
@@ -307,25 +223,6 @@ def test_every_on_value(
 ) -> None:
     env = {"ROCM_HWQ_AUTOSET": value}
     assert run(env, ["--job.config_file", job], rocm_path, capsys) == LINE
-
-
-@pytest.mark.forked
-def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
-    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "bogus")
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
-    monkeypatch.setattr(sys, "path", [*rocm_path, *sys.path])
-    for key in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "ROCM_HWQ_AUTOSET"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setattr(_hook, "decided", None)
-    _hook.run()
-    assert capsys.readouterr().err == (
-        "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_LOG='bogus' is not quiet or"
-        " verbose; using the default (one line per node)\n" + LINE
-    )
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", " ", "-1"])
@@ -439,36 +336,6 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
 
 
-def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
-    for argv, orig in (
-        (["/venv/bin/rocm-hwq-autoset", "explain", "--job.config_file", "x"], []),
-        (["-m", "explain", "--job.config_file", "x"],
-         ["python", "-m", "rocm_hwq_autoset", "explain", "--job.config_file", "x"]),
-    ):  # fmt: skip
-        outcome = _hook.outcome_for(
-            {"ROCM_HWQ_AUTOSET": "bogus"}, argv, orig,
-            rocm=lambda: _detect(rocm_path), read_toml=_no_read,
-        )  # fmt: skip
-        assert isinstance(outcome, Outcome) and outcome.level == "skip"
-        assert outcome.message == "rocm-hwq-autoset's own command"
-
-
-@pytest.mark.parametrize(
-    ("raw", "seconds"),
-    [("", 120.0), (" ", 120.0), ("0.5", 0.5), ("30", 30.0), ("1e3", 1000.0),
-     ("0", None), ("-1", None), ("inf", None), ("nan", None), ("soon", None)],
-)  # fmt: skip
-def test_the_timeout(raw: str, seconds: float | None) -> None:
-    environ = {"ROCM_HWQ_AUTOSET_TIMEOUT": raw}
-    if seconds is not None:
-        assert _environ.timeout(environ) == (seconds, None)
-        return
-    assert _environ.timeout(environ) == (
-        120.0,
-        f"{raw!r} is not a positive number of seconds",
-    )
-
-
 def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
     outcome = _hook.outcome_for(
         {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
@@ -481,21 +348,30 @@ def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
     )
 
 
-def test_recommend_launch_is_the_one_path(tmp_path: Path) -> None:
-    """The same settings give the same Q whether read from TOML in the process
-    or brought by a --module evaluation, for every world size."""
+def test_the_world_size_resolves_the_shard_degree_in_both_forms(
+    tmp_path: Path,
+) -> None:
+    """``recommend_launch`` hands the world size to the model in both forms: a
+    ``data_parallel_shard_degree = -1`` is FSDP on 8 ranks of TP 2 (shard 4),
+    not on 2 (shard 1); a --module launch's Q comes from its evaluation's
+    inputs, not from its settings."""
     path = tmp_path / "job.toml"
-    path.write_text("[parallelism]\ntensor_parallel_degree = 2\n")
+    path.write_text(
+        "[parallelism]\ntensor_parallel_degree = 2\n"
+        "[compile]\nenable_fsdp_ag_rs_overlap = true\n"
+    )
     toml = Launch("toml", ["--job.config_file", str(path)], True)
     module = Launch("module", MODULE_ARGS, True)
     from rocm_hwq_autoset._config import load_toml
-    from rocm_hwq_autoset._model import read_inputs
 
-    for world in (None, 1, 2, 4, 8):
+    evaluated = (Inputs(dp_shard=-1, tp=2, overlap=True), {})
+    fsdp = ("compute", "all_reduce", "dense_all_gather", "reduce_scatter",
+            "tp_all_gather")  # fmt: skip
+    for world, lanes in ((2, fsdp[:2] + fsdp[4:]), (8, fsdp), (None, fsdp)):
         a = _decision.recommend_launch(toml, world, read_toml=load_toml)
-        evaluated = (read_inputs(a.settings), a.settings)
         b = _decision.recommend_launch(module, world, evaluated=evaluated)
-        assert (a.queues, a.lanes) == (b.queues, b.lanes)
+        assert a.lanes == b.lanes == lanes, world
+        assert b.settings == {}  # nothing read in this process
     with pytest.raises(ConfigError, match=r"^a --module/--config launch needs its"
                        r" evaluation$"):  # fmt: skip
         _decision.recommend_launch(module, None)
@@ -515,164 +391,12 @@ def _no_read(path: str) -> dict[str, object]:
     raise AssertionError("a --module launch reads no TOML")
 
 
-# The hook's own parts: the line, its length, the process it runs in.
-
-
-@pytest.mark.parametrize(
-    ("text", "tail", "limit", "line"),
-    [
-        ("x" * 10, "", 10, "x" * 10),  # exactly the limit: whole
-        ("abcdefghijklmnopqrstuvwxyz", "", 12, "abcdef...xyz"),
-        ("abcdefghijklmnopqrstuvwxyz", "kept", 18, "abcdef...xyz; kept"),
-        ("abcdefghijklmnopqrstuvwxyz", "", 13, "abcdef...wxyz"),
-        ("abcdef", "", 3, "..."),
-        ("abcdef", "", 2, "..."),
-        ("a\nb\x1b[31mc", "d\te", 80, "a?b?[31mc; d?e"),
-    ],
-)  # fmt: skip
-def test_a_line_is_cut_in_the_middle_of_its_cause(
-    text: str, tail: str, limit: int, line: str
-) -> None:
-    assert _hook.fit(text, tail, limit) == line
-
-
-def test_a_skip_is_said_only_in_verbose_mode(
-    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    env = {"ROCM_HWQ_AUTOSET": "0", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
-    err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert err == "rocm-hwq-autoset: nothing to do: ROCM_HWQ_AUTOSET=0 (opted out)\n"
-    assert run({"ROCM_HWQ_AUTOSET": "0"}, ["--job.config_file", job], rocm_path,
-               capsys) == ""  # fmt: skip
-
-
-@pytest.fixture
-def hook_process(
-    job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Any]:
-    """This (forked) process as one the .pth line started the hook in: no
-    torch on the path, no /opt/rocm, nothing of ours in the environment."""
-    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK",
-                 "ROCM_HWQ_AUTOSET", "ROCM_HWQ_AUTOSET_LOG", "ROCM_PATH", "HIP_PATH",
-                 "WORLD_SIZE"):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-    from rocm_hwq_autoset import _rocm
-
-    monkeypatch.setattr(_rocm, "DEFAULT_ROCM_PATH", str(tmp_path / "no-opt-rocm"))
-    monkeypatch.setattr(_hook, "decided", None)
-    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
-    return {"job": job}
-
-
-@pytest.mark.forked
-@pytest.mark.parametrize(
-    ("missing", "said"),
-    [
-        ("argv", "rocm-hwq-autoset: nothing to do: no --job.config_file and no"
-                 " torchtitan --module/--config\n"),
-        ("orig_argv", LINE),
-    ],
-)  # fmt: skip
-def test_an_interpreter_without_argv_is_read_as_it_is(
-    hook_process: dict[str, Any], missing: str, said: str,
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    """An embedded interpreter may have no ``sys.argv`` (no launch), Python 3.9
-    no ``sys.orig_argv`` (the script and its arguments still tell)."""
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
-    monkeypatch.delattr(sys, missing, raising=False)
-    _hook.run()
-    assert capsys.readouterr().err == said
-
-
-@pytest.mark.forked
-def test_the_hook_finds_the_hip_runtime_through_rocm_path(
-    hook_process: dict[str, Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    (tmp_path / "rocm" / "lib").mkdir(parents=True)
-    (tmp_path / "rocm" / "lib" / "libamdhip64.so.6").write_bytes(b"")
-    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
-    _hook.run()
-    assert capsys.readouterr().err == LINE
-    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
-
-
-@pytest.mark.forked
-def test_the_hook_without_rocm_does_nothing(
-    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
-    _hook.run()
-    err = capsys.readouterr().err
-    assert err.startswith("rocm-hwq-autoset: nothing to do: not ROCm: no torch with")
-    assert "GPU_MAX_HW_QUEUES" not in os.environ
-    assert _hook.decided is not None and _hook.decided.level == "skip"
-
-
-@pytest.mark.forked
-def test_a_call_from_inside_the_decision_returns_at_once(
-    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    """The .pth line seen again while the hook decides (a site directory added
-    meanwhile): the decision is made once."""
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
-    decisions = []
-    real = _decision.decide
-
-    def deciding(*args: Any, **kwargs: Any) -> Any:
-        decisions.append(1)
-        _hook.run()
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_hook, "decide", deciding)
-    _hook.run()
-    assert decisions == [1]
-    assert capsys.readouterr().err == LINE
-
-
-@pytest.mark.forked
-def test_python_m_torchtitan_train_starts_the_module_evaluation(
-    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
-    "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
-    from rocm_hwq_autoset._evaluation import parent as _registry_parent
-
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
-    monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
-    monkeypatch.setattr(sys, "orig_argv",
-                        ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
-    started: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(
-        _registry_parent, "start", lambda p, apply: started.append((p, apply))
-    )
-    _hook.run()
-    [(pending, apply)] = started
-    assert isinstance(pending, Launch) and pending is _hook.decided
-    assert list(pending.args) == MODULE_ARGS and pending.in_process
-    assert apply is _hook.apply
-    assert capsys.readouterr().err == ""  # said when the evaluation is in
-
-
 def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
     """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
     return _hook.outcome_for(
         environ, ["-m", *args], ["python", "-m", module, *args],
         rocm=lambda: (True, "test"), read_toml=_no_read,
     )  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._evaluation.child"]
-)
-def test_the_packages_own_modules_are_left_alone(module: str) -> None:
-    outcome = _decide({}, MODULE_ARGS, module)
-    assert outcome.message == "rocm-hwq-autoset's own command"
 
 
 def test_a_module_flag_for_another_program_is_no_launch() -> None:
@@ -710,32 +434,6 @@ def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None
     assert (outcome.level, outcome.message) == (
         "skip", "GPU_MAX_HW_QUEUES=8 from the launcher's --module evaluation"
     )  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("environ", "found"),
-    [
-        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
-         ("8", "module")),
-        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
-         ("8", "toml")),
-        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, ("unset", "module")),
-        ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"},
-         ("unset", "toml")),
-        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, None),
-        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, None),
-        ({"ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),  # no value: not ours
-        ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),
-        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --other"}, None),
-        ({"GPU_MAX_HW_QUEUES": "8"}, None),
-        # Ours is "<Q> <form>": a marker of more words is not ours.
-        ({"GPU_MAX_HW_QUEUES": "8 x", "ROCM_HWQ_AUTOSET_ORIGIN": "8 x --module"}, None),
-    ],
-)  # fmt: skip
-def test_the_marker_names_our_value_or_nothing(
-    environ: dict[str, str], found: tuple[str, str] | None
-) -> None:
-    assert _environ.marker(environ) == found
 
 
 @pytest.mark.parametrize(

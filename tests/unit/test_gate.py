@@ -1,5 +1,6 @@
-"""The gate: the cheap check in the .pth line and in the PEP 829 entry point
-agree, and agree with the decision's reading of the switch."""
+"""The gate: the ``.pth`` line (generated from tools/pth_line.py) and the PEP
+829 entry point open for a launch and for nothing else, and agree with each
+other and with the launch the hook finds (``_argv.find_launch``)."""
 
 from __future__ import annotations
 
@@ -10,50 +11,87 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset._argv import find_launch
+
 from ..helpers import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
 START = (ROOT / "rocm_hwq_autoset.start").read_text()
+TITAN = "/src/torchtitan/torchtitan/train.py"
+#: ``python -m torchtitan.train ARGS``: ``sys.argv`` and ``sys.orig_argv``.
+M_TITAN = ["python", "-m", "torchtitan.train"]
 
+#: (environment, sys.argv, sys.orig_argv (None: ``python`` + sys.argv), opens).
+# fmt: off
 CASES = [
-    ({}, ["x.py"], False),
-    ({}, ["x.py", "--job.config_file", "a"], True),
-    ({}, ["-m", "--job.config-file=a"], True),
-    ({}, ["-c", "--job.configuration"], True),  # cheap check; the hook decides
-    ({}, ["x.py", "--module", "llama3"], True),  # the hook checks for torchtitan
-    ({}, ["x.py", "job.config_file"], False),
-    ({}, ["x.py", "foo--job.config_file"], False),  # the .pth passes it, start() not
-    ({}, ["x.py", "--modules"], True),  # cheap check; the hook decides
-    ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], False),
-    ({"ROCM_HWQ_AUTOSET": " OFF "}, ["x", "--job.config_file", "a"], False),
-    ({"ROCM_HWQ_AUTOSET": "force"}, ["x", "--job.config_file", "a"], True),
+    ({}, ["x.py"], None, False),
+    ({}, ["x.py", "--job.config_file", "a"], None, True),
+    ({}, ["-m", "--job.config-file=a"], None, True),
+    ({}, ["-c", "--job.config_file="], None, True),  # the hook names the flag
+    ({}, ["x.py", "--module", "llama3"], None, False),  # no torchtitan
+    ({}, [TITAN, "--module", "llama3"], None, True),
+    ({}, [TITAN, "--module=llama3"], None, True),
+    ({}, ["-m", "--module", "llama3"], [*M_TITAN, "--module", "llama3"], True),
+    ({}, ["/venv/bin/torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train",
+          "--module", "llama3"], None, True),
+    # Near misses: the filter's substrings, no launch flag.
+    ({}, ["-c", "--job.configuration"], None, False),
+    ({}, ["-c", "--job.config_files", "a"], None, False),
+    ({}, ["x.py", "job.config_file"], None, False),
+    ({}, ["x.py", "foo--job.config_file"], None, False),
+    ({}, ["-c", "--module-path", "x"], ["python", "-c", "pass", "--module-path", "x"],
+     False),
+    ({}, [TITAN, "--modules"], None, False),
+    ({}, ["/venv/bin/mypy", "--module", "m"], None, False),
+    # The interpreter's own path is no program: a venv inside a torchtitan clone.
+    ({}, ["/venv/bin/mypy", "--module", "m"],
+     ["/src/torchtitan/.venv/bin/python", "/venv/bin/mypy", "--module", "m"], False),
+    ({"ROCM_HWQ_AUTOSET": "0"}, ["x", "--job.config_file", "a"], None, False),
+    ({"ROCM_HWQ_AUTOSET": " OFF "}, ["x", "--job.config_file", "a"], None, False),
+    ({"ROCM_HWQ_AUTOSET": "force"}, ["x", "--job.config_file", "a"], None, True),
 ]
+# fmt: on
+IDS = [
+    f"{' '.join(argv)}{' (' + str(env) + ')' if env else ''}"
+    for env, argv, _, _ in CASES
+]  # fmt: skip
+
+
+def _orig(argv: list[str], orig_argv: list[str] | None) -> list[str]:
+    return ["python", *argv] if orig_argv is None else orig_argv
+
 
 PROBE = """
 import json, os, sys
 sys.argv = json.loads(os.environ["PROBE_ARGV"])
+sys.orig_argv = json.loads(os.environ["PROBE_ORIG_ARGV"])
 called = []
-import rocm_hwq_autoset._hook as hook
-hook.run = lambda: called.append("run")
+if os.environ["PROBE_STUB"]:
+    import rocm_hwq_autoset._hook as hook
+    hook.run = lambda: called.append("run")
 if os.environ["PROBE_MODE"] == "pth":
     exec(os.environ["PROBE_PTH"])
 else:
     import pkgutil
     pkgutil.resolve_name(os.environ["PROBE_START"].strip())()
-print(json.dumps(called == ["run"]))
+print(json.dumps([called == ["run"], sorted(m for m in sys.modules
+                  if m.split(".")[0] == "rocm_hwq_autoset")]))
 """
 
 
-@pytest.mark.parametrize("mode", ["pth", "start"])
-@pytest.mark.parametrize(("env", "argv", "wanted"), CASES)
-def test_cheap_check(
-    mode: str, env: dict[str, str], argv: list[str], wanted: bool
-) -> None:
+def probe(
+    mode: str, env: dict[str, str], argv: list[str], orig_argv: list[str],
+    *, stub: bool = True,
+) -> tuple[bool, list[str]]:  # fmt: skip
+    """In a fresh ``python -S``: whether the gate ran the hook, and the package
+    modules imported."""
     full_env = child_env(
         {
             "PROBE_ARGV": json.dumps(argv),
+            "PROBE_ORIG_ARGV": json.dumps(orig_argv),
             "PROBE_MODE": mode,
+            "PROBE_STUB": "1" if stub else "",
             "PROBE_PTH": PTH_LINE,
             "PROBE_START": START,
             "PYTHONPATH": str(ROOT),
@@ -63,11 +101,68 @@ def test_cheap_check(
     )
     out = subprocess.run(
         [sys.executable, "-S", "-c", PROBE], env=full_env,
-        capture_output=True, text=True,
-        check=True,
+        capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
-    assert json.loads(out.stdout) is wanted
     assert out.stderr == ""
+    ran, modules = json.loads(out.stdout)
+    return ran, modules
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["pth", "start"])
+@pytest.mark.parametrize(("env", "argv", "orig_argv", "wanted"), CASES, ids=IDS)
+def test_cheap_check(
+    mode: str, env: dict[str, str], argv: list[str], orig_argv: list[str] | None,
+    wanted: bool,
+) -> None:  # fmt: skip
+    ran, _ = probe(mode, env, argv, _orig(argv, orig_argv))
+    assert ran is wanted
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("env", "argv", "orig_argv", "wanted"),
+    [case for case in CASES if not case[3]],
+    ids=[i for i, case in zip(IDS, CASES) if not case[3]],
+)
+def test_the_pth_line_imports_nothing_of_the_package_unless_it_opens(
+    env: dict[str, str], argv: list[str], orig_argv: list[str] | None,
+    wanted: bool,
+) -> None:  # fmt: skip
+    """A near miss (``--module-path``, ``--modules``, ``--job.config_files``,
+    ``mypy --module m``) costs the filter and the exact test, never an import."""
+    ran, modules = probe("pth", env, argv, _orig(argv, orig_argv), stub=False)
+    assert (ran, modules) == (False, [])
+
+
+@pytest.mark.parametrize(("env", "argv", "orig_argv", "wanted"), CASES, ids=IDS)
+def test_the_gate_opens_for_every_launch_the_hook_finds(
+    env: dict[str, str], argv: list[str], orig_argv: list[str] | None,
+    wanted: bool,
+) -> None:  # fmt: skip
+    """The gate is the hook's test made cheap: it may open where no launch is
+    (a flag without its value, which the hook then names), never stay shut for
+    one."""
+    if find_launch(argv, _orig(argv, orig_argv)) is not None:
+        assert wanted or env.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (
+            "0", "off"
+        )  # fmt: skip
+
+
+def test_the_pth_line_is_generated_from_its_readable_source() -> None:
+    """``rocm_hwq_autoset.pth`` is ``tools/pth_line.py``'s :func:`line` (run
+    ``python tools/pth_line.py --write`` after changing it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "pth_line", ROOT / "tools" / "pth_line.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.line() == PTH_LINE
+    assert module.main(["--check"]) == 0
+    compile(module.GATE, "gate", "exec")  # the part exec() runs is Python
 
 
 def test_pth_is_one_import_line() -> None:
@@ -76,37 +171,27 @@ def test_pth_is_one_import_line() -> None:
     assert START.strip() == "rocm_hwq_autoset:start"
 
 
-def test_entry_module_imports_only_os_and_sys() -> None:
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("module", ["rocm_hwq_autoset", "_rocm_hwq_autoset_gate"])
+def test_entry_module_imports_only_os_and_sys(module: str) -> None:
+    """The package's entry and the gate beside it import nothing else (the
+    gate, for a process that makes no launch, not the package)."""
     code = (
-        "import sys; before = set(sys.modules); import rocm_hwq_autoset; "
+        f"import os, sys; before = set(sys.modules); import {module}; "
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], env=child_env({"PYTHONPATH": str(ROOT)}),
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-S", "-c", code, "--module-path", "x"],
+        env=child_env({"PYTHONPATH": str(ROOT)}, no_site=True),
+        capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
-    assert out.stdout.strip() == "['rocm_hwq_autoset']"
+    assert out.stdout.strip() == f"[{module!r}]"
 
 
-def test_the_three_readers_of_the_switch_agree() -> None:
-    """The .pth line, the gate and the decision each read the switch (the first
-    two before importing anything): the same off values in all three."""
-    from rocm_hwq_autoset import may_be_launch
-    from rocm_hwq_autoset._environ import OFF_VALUES, switch
-
-    assert str(OFF_VALUES).replace(" ", "") in PTH_LINE.replace(" ", "").replace(
-        '"', "'"
-    )
-    for value in [*OFF_VALUES, "1", "force", "bogus", ""]:
-        environ = {"ROCM_HWQ_AUTOSET": f" {value.upper()} "}
-        gate = may_be_launch(["x", "--module"], environ)
-        assert gate is (switch(environ)[0] != "off"), value
-
-
-@pytest.mark.parametrize(("env", "argv", "wanted"), CASES)
+@pytest.mark.parametrize(("env", "argv", "orig_argv", "wanted"), CASES, ids=IDS)
 def test_the_gate_in_this_process(
-    env: dict[str, str], argv: list[str], wanted: bool,
-    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str], argv: list[str], orig_argv: list[str] | None,
+    wanted: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """The same table, through ``start()`` as the .pth line calls it here."""
     import rocm_hwq_autoset
@@ -115,12 +200,15 @@ def test_the_gate_in_this_process(
     called: list[str] = []
     monkeypatch.setattr(_hook, "run", lambda: called.append("run"))
     monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", _orig(argv, orig_argv), raising=False)
     monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     rocm_hwq_autoset.start()
     assert called == (["run"] if wanted else [])
     assert rocm_hwq_autoset.may_be_launch() is wanted
+    given = rocm_hwq_autoset.may_be_launch(argv, env, _orig(argv, orig_argv))
+    assert given is wanted
 
 
 def test_the_gate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,7 +218,7 @@ def test_the_gate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.delattr(sys, "argv")
     assert rocm_hwq_autoset.may_be_launch() is False
-    monkeypatch.setattr(sys, "argv", ["x", "--module", "m"], raising=False)
+    monkeypatch.setattr(sys, "argv", [TITAN, "--module", "m"], raising=False)
 
     def broken() -> None:
         raise RuntimeError("broken install")

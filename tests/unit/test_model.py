@@ -22,6 +22,9 @@ from rocm_hwq_autoset._model import (
     resolve_shard,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 #: The PR's unit-test vectors (tp = cp = 1), as its description writes them.
 PR_VECTORS = [
     (
@@ -273,3 +276,57 @@ def test_moe_given_by_the_caller_is_said_to_be_given() -> None:
     unknown = recommend({"model": {"name": "my_model"}},
                         argv=["--parallelism.expert_parallel_degree", "2"])  # fmt: skip
     assert (unknown.inputs.moe, unknown.inputs.moe_from) == (True, "expert degree")
+
+
+@pytest.mark.parametrize(
+    ("enable", "disable", "passes", "toml", "module"),
+    [
+        (False, (), (), False, False),
+        (True, (), (), True, True),
+        (True, ("cudagraph_pass",), (), False, False),
+        (True, ("other_pass",), (), True, True),
+        # The TOML era's compiler_toolkit: "cudagraph" in compile.passes.
+        (False, (), ("cudagraph",), True, False),
+        # The issue's launch: the pass disabled, compile.passes (0.3.0's own
+        # meaning) naming cudagraph: no lane in a --module launch, as in the PR.
+        (True, ("cudagraph_pass",), ("cudagraph",), True, False),
+    ],
+)  # fmt: skip
+def test_cudagraph_is_read_as_the_pr_reads_it_in_the_module_form(
+    enable: bool, disable: tuple[str, ...], passes: tuple[str, ...],
+    toml: bool, module: bool,
+) -> None:  # fmt: skip
+    from rocm_hwq_autoset._config import merge
+    from rocm_hwq_autoset._model import MODULE_FORM, TOML_FORM, read_inputs
+
+    config = {"compile": {"enable_passes": enable, "disable_passes": list(disable),
+                          "passes": list(passes)}}  # fmt: skip
+    settings = merge(config, {})
+    assert read_inputs(settings).cudagraph is toml  # the TOML form by default
+    assert read_inputs(settings, form=TOML_FORM).cudagraph is toml
+    assert read_inputs(settings, form=MODULE_FORM).cudagraph is module
+
+
+def test_the_forms_are_the_launch_forms() -> None:
+    from rocm_hwq_autoset import _argv, _model
+
+    assert (_model.TOML_FORM, _model.MODULE_FORM) == (
+        _argv.TOML_FORM, _argv.MODULE_FORM
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("world_size", [0, -5, True, False, "8", 8.0, 2.5])
+def test_recommend_refuses_a_world_size_that_is_no_positive_int(
+    world_size: object,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        recommend({}, world_size=world_size)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"recommend(world_size=...): {world_size!r} is not a positive integer"
+    )
+
+
+def test_recommend_takes_a_positive_int_or_none() -> None:
+    assert recommend({}, world_size=1).dp_shard == 1
+    assert recommend({}, world_size=8).dp_shard == 8
+    assert recommend({}).dp_shard is None

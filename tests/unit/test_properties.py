@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_hwq_autoset import ConfigError, _traces, recommend
+from rocm_hwq_autoset import ConfigError, _traces, may_be_launch, recommend
 from rocm_hwq_autoset._argv import Launch, cli_overrides, config_file_arg, find_launch
 from rocm_hwq_autoset._config import FIELDS, parse_toml
 from rocm_hwq_autoset._decision import Outcome
@@ -35,7 +35,18 @@ FLAG_NAMES = st.sampled_from(
     [f"--{k}" for k in KEYS]
     + [f"--{k.replace('_', '-')}" for k in KEYS]
     + [f"--{k.split('.')[0]}.no-{k.split('.')[1]}" for k in KEYS]
-    + ["--job.config_file", "--job.config-file", "--training.steps", "--", "-x"]
+    + [
+        "--job.config_file",
+        "--job.config-file",
+        "--training.steps",
+        "--",
+        "-x",
+        "--module",
+        "--config",
+        "--module-path",
+        "--modules",
+        "--job.config_files",
+    ]
 )
 VALUES = st.one_of(
     st.sampled_from(["1", "2", "-1", "0", "+2", "2.0", "0x2", "8", "", "a,b",
@@ -121,7 +132,7 @@ def test_the_decision_is_total(
         rocm=lambda: (True, "test"), read_toml=lambda path: config,
     )  # fmt: skip
     if isinstance(result, Launch):
-        assert result.launch.form == "module"
+        assert result.form == "module"
         assert find_launch(full, [*orig, *argv] if orig else []) is not None
         return
     assert isinstance(result, Outcome)
@@ -129,6 +140,29 @@ def test_the_decision_is_total(
     if result.queues is not None:
         assert result.queues in (2, 4, 8)
         assert result.marker is not None
+
+
+@given(PROGRAMS, ORIGS, ARGV)
+def test_the_gate_never_stays_shut_for_a_launch(
+    program: list[str], orig: list[str], argv: list[str]
+) -> None:
+    """The gate is the hook's own test made cheap: wherever ``find_launch``
+    finds a launch (or both forms at once) through a ``--job.config_file`` or a
+    ``--module`` flag, the gate opens. ``sys.orig_argv`` as CPython makes it:
+    the interpreter, its options, then ``sys.argv`` (the module's name for
+    ``-m``); none on 3.9."""
+    full = [*program, *argv]
+    if program[0] == "-m":
+        orig_full = [*orig, *argv] if orig else []
+    else:
+        orig_full = ["python", *full] if orig else []
+    try:
+        launch = find_launch(full, orig_full) is not None
+    except ConfigError:  # both forms at once: the hook says so
+        launch = True
+    flags = {arg.partition("=")[0] for arg in full}
+    if launch and flags & {"--job.config_file", "--job.config-file", "--module"}:
+        assert may_be_launch(full, {}, orig_full or None)
 
 
 @given(SECTIONS, ARGV, st.one_of(st.none(), st.integers(1, 4096)))

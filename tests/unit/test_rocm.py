@@ -11,6 +11,9 @@ from rocm_hwq_autoset._rocm import detect, torch_hip_version
 
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.mark.parametrize(
     ("text", "hip"),

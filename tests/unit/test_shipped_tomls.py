@@ -24,6 +24,9 @@ from ..data import (
     write_job,
 )
 
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
 
 def test_every_config_has_its_lanes() -> None:
     assert sorted(CONFIGS) == sorted(EXPECTED)

@@ -1,0 +1,437 @@
+"""The start-up hook (``_hook``): it runs the decision once per process, applies
+it, and says it in one line, once per node, whatever stderr is; on a plain dict
+environment and, ``forked``, in this process as the ``.pth`` line starts it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rocm_hwq_autoset as _startup
+from rocm_hwq_autoset import _decision, _hook
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._rocm import detect
+
+from ..helpers import JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
+
+#: Every test here is known fast (the ini's 600 s is for the slow ones).
+pytestmark = pytest.mark.timeout(60)
+
+MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
+
+
+@pytest.fixture
+def rocm_path(tmp_path: Path) -> list[str]:
+    return [str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY))]
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> str:
+    path = tmp_path / "job.toml"
+    path.write_bytes(JOB)
+    return str(path)
+
+
+def run(
+    environ: dict[str, str],
+    argv: list[str],
+    path: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    hook(environ, argv, path)
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err
+
+
+def _detect(path: list[str]) -> tuple[bool, str]:
+    return detect(path, {})
+
+
+def _no_read(path: str) -> dict[str, object]:
+    raise AssertionError("a --module launch reads no TOML")
+
+
+def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
+    """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
+    return _hook.outcome_for(
+        environ, ["-m", *args], ["python", "-m", module, *args],
+        rocm=lambda: (True, "test"), read_toml=_no_read,
+    )  # fmt: skip
+
+
+# Once per node: a value, and a warning alike.
+
+
+@pytest.mark.parametrize(
+    ("env", "printed"),
+    [
+        ({}, True),
+        ({"LOCAL_RANK": "0"}, True),
+        ({"LOCAL_RANK": "3"}, False),
+        ({"LOCAL_RANK": "3", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
+        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, False),
+    ],
+)
+def test_once_per_node(
+    env: dict[str, str], printed: bool, job: str, rocm_path: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    env = dict(env)  # the hook sets the value in it: not in the shared case
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert (err == LINE) is printed
+    assert env["GPU_MAX_HW_QUEUES"] == "8"
+
+
+def test_control_characters_and_length_are_tamed(
+    rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = run({}, ["--job.config_file", "a\nb\x1b[31m" + "x" * 1000], rocm_path, capsys)
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert len(err) == _hook.MAX_LINE + 1  # cut from the middle of the path
+    assert err.endswith("x: File name too long; GPU_MAX_HW_QUEUES left unset\n")
+
+
+@pytest.mark.forked
+def test_run_is_once_per_process_and_never_raises(
+    job: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.environ.pop("GPU_MAX_HW_QUEUES", None)
+    os.environ.pop("LOCAL_RANK", None)
+    os.environ["ROCM_HWQ_AUTOSET"] = "force"  # no fake torch in pytest's own path
+    sys.argv[:] = ["prog", "--job.config_file", job]
+    decisions = []
+    real = _decision.decide
+    monkeypatch.setattr(
+        _hook, "decide", lambda *a, **k: decisions.append(1) or real(*a, **k)
+    )
+    _hook.run()
+    _hook.run()  # the same .pth seen through two site directories
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
+    assert capsys.readouterr().err == LINE
+    assert decisions == [1]
+
+
+@pytest.mark.forked
+def test_an_internal_error_is_one_warning(
+    job: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_hook, "decide", boom)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    _hook.run()
+    assert capsys.readouterr().err == (
+        "rocm-hwq-autoset: warning: internal error (RuntimeError: boom); nothing set\n"
+    )
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize("stderr", ["missing", "closed"])
+def test_missing_or_broken_stderr_still_sets_the_value(
+    stderr: str, job: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line cannot be written; the value is set all the same, no exception."""
+    if stderr == "missing":
+        monkeypatch.setattr(sys, "stderr", None)
+    else:
+        closed = open(os.devnull, "w")  # noqa: SIM115
+        closed.close()
+        monkeypatch.setattr(sys, "stderr", closed)
+    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    _startup.start()  # the gate, as the .pth line calls it: it must not raise
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
+    _hook.say(Outcome("set", "hello"), {})  # nor the line on its own
+
+
+@pytest.mark.forked
+def test_a_log_level_it_cannot_read_warns_and_uses_the_default(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "bogus")
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
+    monkeypatch.setattr(sys, "path", [*rocm_path, *sys.path])
+    for key in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "ROCM_HWQ_AUTOSET"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(_hook, "decided", None)
+    _hook.run()
+    assert capsys.readouterr().err == (
+        "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_LOG='bogus' is not quiet or"
+        " verbose; using the default (one line per node)\n" + LINE
+    )
+
+
+def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
+    for argv, orig in (
+        (["/venv/bin/rocm-hwq-autoset", "explain", "--job.config_file", "x"], []),
+        (["-m", "explain", "--job.config_file", "x"],
+         ["python", "-m", "rocm_hwq_autoset", "explain", "--job.config_file", "x"]),
+    ):  # fmt: skip
+        outcome = _hook.outcome_for(
+            {"ROCM_HWQ_AUTOSET": "bogus"}, argv, orig,
+            rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        )  # fmt: skip
+        assert isinstance(outcome, Outcome) and outcome.level == "skip"
+        assert outcome.message == "rocm-hwq-autoset's own command"
+
+
+@pytest.mark.parametrize(
+    ("text", "tail", "limit", "line"),
+    [
+        ("x" * 10, "", 10, "x" * 10),  # exactly the limit: whole
+        # The end keeps two thirds: a message's remedy is at its end.
+        ("abcdefghijklmnopqrstuvwxyz", "", 12, "abc...uvwxyz"),
+        ("abcdefghijklmnopqrstuvwxyz", "kept", 18, "abc...uvwxyz; kept"),
+        ("abcdefghijklmnopqrstuvwxyz", "", 13, "abc...tuvwxyz"),
+        # More, to begin at a sentence, while the start keeps a quarter.
+        ("Bad value x. Set --flag to fix it.", "", 30,
+         "Bad va...Set --flag to fix it."),
+        ("abcdef", "", 3, "..."),
+        ("abcdef", "", 2, "..."),
+        ("a\nb\x1b[31mc", "d\te", 80, "a?b?[31mc; d?e"),
+    ],
+)  # fmt: skip
+def test_a_line_is_cut_in_the_middle_of_its_cause(
+    text: str, tail: str, limit: int, line: str
+) -> None:
+    assert _hook.fit(text, tail, limit) == line
+
+
+def test_a_skip_is_said_only_in_verbose_mode(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"ROCM_HWQ_AUTOSET": "0", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
+    err = run(env, ["--job.config_file", job], rocm_path, capsys)
+    assert err == "rocm-hwq-autoset: nothing to do: ROCM_HWQ_AUTOSET=0 (opted out)\n"
+    assert run({"ROCM_HWQ_AUTOSET": "0"}, ["--job.config_file", job], rocm_path,
+               capsys) == ""  # fmt: skip
+
+
+@pytest.fixture
+def hook_process(
+    job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """This (forked) process as one the .pth line started the hook in: no
+    torch on the path, no /opt/rocm, nothing of ours in the environment."""
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK",
+                 "ROCM_HWQ_AUTOSET", "ROCM_HWQ_AUTOSET_LOG", "ROCM_PATH", "HIP_PATH",
+                 "WORLD_SIZE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    from rocm_hwq_autoset import _rocm
+
+    monkeypatch.setattr(_rocm, "DEFAULT_ROCM_PATH", str(tmp_path / "no-opt-rocm"))
+    monkeypatch.setattr(_hook, "decided", None)
+    monkeypatch.setattr(sys, "argv", ["prog", "--job.config_file", job])
+    return {"job": job}
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize(
+    ("missing", "said"),
+    [
+        ("argv", "rocm-hwq-autoset: nothing to do: no --job.config_file and no"
+                 " torchtitan --module/--config\n"),
+        ("orig_argv", LINE),
+    ],
+)  # fmt: skip
+def test_an_interpreter_without_argv_is_read_as_it_is(
+    hook_process: dict[str, Any], missing: str, said: str,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """An embedded interpreter may have no ``sys.argv`` (no launch), Python 3.9
+    no ``sys.orig_argv`` (the script and its arguments still tell)."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
+    monkeypatch.delattr(sys, missing, raising=False)
+    _hook.run()
+    assert capsys.readouterr().err == said
+
+
+@pytest.mark.forked
+def test_the_hook_finds_the_hip_runtime_through_rocm_path(
+    hook_process: dict[str, Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    (tmp_path / "rocm" / "lib").mkdir(parents=True)
+    (tmp_path / "rocm" / "lib" / "libamdhip64.so.6").write_bytes(b"")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
+    _hook.run()
+    assert capsys.readouterr().err == LINE
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
+
+
+@pytest.mark.forked
+def test_the_hook_without_rocm_does_nothing(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "verbose")
+    _hook.run()
+    err = capsys.readouterr().err
+    assert err.startswith("rocm-hwq-autoset: nothing to do: not ROCm: no torch with")
+    assert "GPU_MAX_HW_QUEUES" not in os.environ
+    assert _hook.decided is not None and _hook.decided.level == "skip"
+
+
+@pytest.mark.forked
+def test_a_call_from_inside_the_decision_returns_at_once(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The .pth line seen again while the hook decides (a site directory added
+    meanwhile): the decision is made once."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    decisions = []
+    real = _decision.decide
+
+    def deciding(*args: Any, **kwargs: Any) -> Any:
+        decisions.append(1)
+        _hook.run()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_hook, "decide", deciding)
+    _hook.run()
+    assert decisions == [1]
+    assert capsys.readouterr().err == LINE
+
+
+@pytest.mark.forked
+def test_python_m_torchtitan_train_starts_the_module_evaluation(
+    hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
+    "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
+    from rocm_hwq_autoset._evaluation import parent as _registry_parent
+
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
+    monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
+    monkeypatch.setattr(sys, "orig_argv",
+                        ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
+    started: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(
+        _registry_parent, "start", lambda p, apply: started.append((p, apply))
+    )
+    _hook.run()
+    [(pending, apply)] = started
+    assert isinstance(pending, Launch) and pending is _hook.decided
+    assert list(pending.args) == MODULE_ARGS and pending.in_process
+    assert apply is _hook.apply
+    assert capsys.readouterr().err == ""  # said when the evaluation is in
+
+
+@pytest.mark.parametrize(
+    "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._evaluation.child"]
+)
+def test_the_packages_own_modules_are_left_alone(module: str) -> None:
+    outcome = _decide({}, MODULE_ARGS, module)
+    assert outcome.message == "rocm-hwq-autoset's own command"
+
+
+#: torchtitan 0.3.0's refusal of CUDA graphs with expert parallelism
+#: (``trainer.py``, ``_validate_cuda_graphs``), as the CLI says it.
+CUDA_GRAPHS_EP = (
+    "--module/--config: torchtitan could not build the config (ValueError: CUDA"
+    " graphs support only expert parallel token dispatcher configurations without"
+    " CPU synchronization. Set HybridEP non_blocking_capacity_factor, or use"
+    " MinimalAsyncEP, or set --training.disable_cuda_graphs. Unsupported token"
+    " dispatcher: LocalTokenDispatcher.Config.)"
+)
+
+
+def test_a_long_message_keeps_its_remedy() -> None:
+    """The CLI cuts an error at 240 characters (``_cli/_common.fail``): the
+    remedy, in the last sentences, survives; the middle goes."""
+    line = _hook.fit(CUDA_GRAPHS_EP, limit=240)
+    assert len(line) == 240
+    assert line.startswith("--module/--config: torchtitan could not build the config")
+    assert line.endswith(
+        "...Set HybridEP non_blocking_capacity_factor, or use MinimalAsyncEP, or set"
+        " --training.disable_cuda_graphs. Unsupported token dispatcher:"
+        " LocalTokenDispatcher.Config.)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "said"),
+    [
+        ({}, ["--job.config_file", "{bad}"],
+         "rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree:"
+         " 'two' is not an integer; GPU_MAX_HW_QUEUES left unset\n"),
+        ({"GPU_MAX_HW_QUEUES": "abc"}, ["--job.config_file", "{job}"],
+         "rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"
+         " queue count; left as is (an explicit value always wins)\n"),
+        ({"ROCM_HWQ_AUTOSET": "maybe"}, ["--job.config_file", "{job}"],
+         "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET='maybe' is not"
+         " 1/on/true/yes/auto (on), 0/off/false/no (off) or force; the hook does"
+         " nothing\n"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("rank", [None, "0", "3"])
+def test_a_warning_is_said_once_per_node(
+    env: dict[str, str], args: list[str], said: str, rank: str | None, job: str,
+    tmp_path: Path, rocm_path: list[str], capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Like a set value: the launcher (no ``LOCAL_RANK``) or local rank 0 says
+    it; local rank 3 says nothing, and does the same."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
+    environ = dict(env) if rank is None else dict(env, LOCAL_RANK=rank)
+    argv = [a.format(bad=bad, job=job) for a in args]
+    err = run(environ, argv, rocm_path, capsys)
+    assert err == ("" if rank == "3" else said.format(bad=bad, job=job))
+    assert environ.get("GPU_MAX_HW_QUEUES") == env.get("GPU_MAX_HW_QUEUES")
+
+
+@pytest.mark.parametrize(
+    ("args", "flags"),
+    [
+        ([*MODULE_ARGS, "--job.config_file", "j.toml"],
+         "--module and --job.config_file"),
+        (["--job.config-file=j.toml", "--config", "c", "--module=llama3"],
+         "--config and --job.config-file"),
+    ],
+)  # fmt: skip
+def test_both_launch_forms_at_once_is_one_warning_and_sets_nothing(
+    args: list[str], flags: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchtitan 0.3.0 refuses --job.config_file, the TOML era --module: the
+    hook names both flags and sets nothing (no TOML is read, no child starts);
+    the launcher's workers neither warn again nor decide again."""
+    outcome = _decide({}, args, "torchtitan.train")
+    assert isinstance(outcome, Outcome)
+    assert (outcome.level, outcome.queues) == ("warning", None)
+    assert outcome.message == (
+        f"{flags}: two launch forms at once: torchtitan 0.3.0 takes --module/--config"
+        " and refuses --job.config_file, the TOML era the reverse; give one;"
+        " GPU_MAX_HW_QUEUES left unset"
+    )
+    environ: dict[str, str] = {}
+    _hook.apply(outcome, environ)
+    assert capsys.readouterr().err.count("\n") == 1
+    assert environ == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"}
+    worker = _decide(dict(environ, WORLD_SIZE="2", LOCAL_RANK="0"), args,
+                     "torchtitan.train")  # fmt: skip
+    assert (worker.level, worker.queues) == ("skip", None)
+
+
+def test_both_forms_for_another_program_is_the_toml_launch(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--module`` to a program that is not torchtitan's is that program's own
+    option: the TOML launch alone."""
+    env: dict[str, str] = {}
+    assert run(env, ["--job.config_file", job, "--module", "m"], rocm_path,
+               capsys) == LINE  # fmt: skip
+    assert env["GPU_MAX_HW_QUEUES"] == "8"
