@@ -1,50 +1,74 @@
-"""The start-up gate of rocm-hwq-autoset, outside the package: what
-``rocm_hwq_autoset.pth`` imports in a process whose arguments may make a
-training launch (tools/pth_line.py writes that line).
+"""The start-up gate of rocm-hwq-autoset: the one test, in every Python process
+whose arguments may make a torchtitan launch, of whether this one does.
 
-The ``.pth`` line's substring test lets nearly every process go at once; the
-few it lets through come here, where the test is exact: this module imports
-only ``os`` and ``sys`` (both already loaded), and the package
-(``rocm_hwq_autoset``) only for a launch. A near miss (``--module-path``,
-``--modules``, ``--job.config_files``, ``mypy --module m``) costs this module,
-not the package. Importing a module compiled at install time costs about half
-of what compiling the same test from the ``.pth`` line's text would, in every
-launch and near miss.
+It stands beside the package, not in it, so that a process it turns away never
+imports the package, and it imports only ``os`` and ``sys`` (both loaded
+before ``site`` runs). ``rocm_hwq_autoset.pth`` (written by tools/pth_line.py)
+runs a substring filter in every process and calls :func:`start` where it
+matches; on Python 3.15+ ``rocm_hwq_autoset.start`` names :func:`start` (PEP
+829) and ``site`` calls it in every process. :func:`start` runs the hook
+(``rocm_hwq_autoset._hook``) only for a launch, and never raises, prints or
+writes. The ``doctor`` command asks :func:`may_be_launch` too.
 
-The exact test is ``rocm_hwq_autoset.may_be_launch``'s (the package's copy, for
-Python 3.15's ``rocm_hwq_autoset.start``); tests/unit/test_gate.py holds the two
-to one table, and tests/unit/test_environ.py the switch's off values to
-``_environ.OFF_VALUES``. Nothing here raises, prints or writes.
+The switch's off values are a literal copy of ``_environ.OFF_VALUES``
+(tests/unit/test_environ.py holds them equal); whether arguments make a launch
+is then decided exactly by ``_argv.find_launch``, for which this test never
+stays shut (tests/unit/test_gate.py, tests/unit/test_properties.py).
 """
 
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up time
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
-def may_be_launch() -> bool:
+#: An argument that is one of these (alone or ``=VALUE``) makes a TOML launch.
+CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
+#: One that is this makes a launch where the command line names torchtitan.
+MODULE_FLAG = "--module"
+
+
+def may_be_launch(
+    argv: "Sequence[object] | None" = None,
+    environ: "Mapping[str, str] | None" = None,
+    orig_argv: "Sequence[object] | None" = None,
+) -> bool:
     """False for every process that is surely not a torchtitan launch: the
-    switch is off, or no argument is ``--job.config_file``/``--job.config-file``
-    (alone or ``=VALUE``), nor ``--module`` on a command line that names
-    torchtitan (after the interpreter's own path)."""
-    if os.environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (
+    switch is off (``ROCM_HWQ_AUTOSET=0/false/off/no``), or no argument is
+    ``--job.config_file``/``--job.config-file``, nor ``--module`` on a command
+    line that names torchtitan: the program, or what torchrun runs, somewhere
+    in ``sys.orig_argv`` after the interpreter's path (``sys.argv`` on 3.9, or
+    ``argv`` when given alone). The hook (``_argv.find_launch``) then decides
+    exactly. ``--module-path``, ``--modules``, ``--job.config_files`` or
+    ``mypy --module m`` never open it."""
+    environ = os.environ if environ is None else environ
+    if environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (
         "0",
         "false",
         "off",
         "no",
     ):
         return False
-    argv = getattr(sys, "argv", None) or ()
+    if argv is None:
+        argv = getattr(sys, "argv", None) or ()
+        if orig_argv is None:
+            orig_argv = getattr(sys, "orig_argv", None)
     flags = [str(arg).partition("=")[0] for arg in argv]
-    if "--job.config_file" in flags or "--job.config-file" in flags:
+    if CONFIG_FILE_FLAGS[0] in flags or CONFIG_FILE_FLAGS[1] in flags:
         return True
-    if "--module" not in flags:
+    if MODULE_FLAG not in flags:
         return False
-    named = list(getattr(sys, "orig_argv", None) or [""])[1:] or argv
+    named = list(orig_argv or [""])[1:] or argv
     return any("torchtitan" in str(arg) for arg in named)
 
 
-try:
-    if may_be_launch():
-        __import__("rocm_hwq_autoset").start()
-except Exception:
-    pass
+def start() -> None:
+    """Run the hook when :func:`may_be_launch`; never raise."""
+    try:
+        if may_be_launch():
+            from rocm_hwq_autoset._hook import run
+
+            run()
+    except Exception:
+        pass

@@ -4,7 +4,7 @@ measured is imported) that times, with ``perf_counter``:
 
 * ``parser``: ``import tomllib`` (``tomli`` before 3.11);
 * ``decision``: importing the package and running its gate
-  (``rocm_hwq_autoset.start``, what the ``.pth`` line calls) to the end, ROCm
+  (``_rocm_hwq_autoset_gate.start``, what the ``.pth`` line calls) to the end, ROCm
   detected from a fake ROCm torch, the example config read, the variable set.
 
 Instructions, which repeat where these times do not, are
@@ -38,8 +38,8 @@ import os, sys, time
 sys.argv = ["train.py", "--job.config_file", {job!r},
             "--parallelism.expert_parallel_degree", "2"]
 t = time.perf_counter()
-import rocm_hwq_autoset
-rocm_hwq_autoset.start()  # what the .pth line calls
+import _rocm_hwq_autoset_gate
+_rocm_hwq_autoset_gate.start()  # what the .pth line calls
 elapsed = time.perf_counter() - t
 assert os.environ["GPU_MAX_HW_QUEUES"] == "4", os.environ.get("GPU_MAX_HW_QUEUES")
 print(elapsed)

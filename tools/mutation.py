@@ -82,14 +82,6 @@ class Equivalent(NamedTuple):
 EQUIVALENT: list[Equivalent] = [
     # The start-up path.
     Equivalent(
-        "__init__",
-        "may_be_launch",
-        'if environ.get("ROCM_HWQ_AUTOSET", "").strip().lower() in (',
-        'if environ.get("ROCM_HWQ_AUTOSET", "XXXX").strip().lower() in (',
-        "Unset reads as '' or as 'XXXX': neither is an off value, so the"
-        " gate goes on either way.",
-    ),
-    Equivalent(
         "_argv",
         "_negation",
         'section, _, name = key.partition(".")',

@@ -10,9 +10,11 @@ so the gate must be one line. It has two steps:
    stops here, having imported nothing.
 2. :data:`GATE`, run only where the filter matched: it imports
    ``_rocm_hwq_autoset_gate`` (a module beside the package, compiled at
-   install), whose exact test imports the package only for a launch. The
-   ``try`` keeps a broken install from making ``site`` print a traceback.
-   ``exec`` compiles that one statement only where the filter matched.
+   install) and calls its ``start()``, whose exact test imports the package
+   only for a launch (Python 3.15's ``rocm_hwq_autoset.start`` names the same
+   function). The ``try`` keeps a broken install from making ``site`` print a
+   traceback. ``exec`` compiles that one statement only where the filter
+   matched.
 
 ``GATE`` runs in the frame of ``site.addpackage``: it binds one name there.
 
@@ -38,7 +40,7 @@ FILTER = (
 
 #: Only where the filter matched: the exact gate, which never raises.
 GATE = """\
-try:import _rocm_hwq_autoset_gate
+try:import _rocm_hwq_autoset_gate as g;g.start()
 except Exception:pass
 """
 

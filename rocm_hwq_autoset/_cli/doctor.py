@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     import argparse
 
-from .. import may_be_launch
+
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 PTH = "rocm_hwq_autoset.pth"
 START = "rocm_hwq_autoset.start"
+#: The gate module the ``.pth`` line imports, beside the package.
+GATE = "_rocm_hwq_autoset_gate"
 #: The first Python that runs ``.start`` files instead of ``.pth`` import lines.
 PEP_829_PYTHON = (3, 15)
 #: Where the detail column starts: after the status and the longest topic.
@@ -107,6 +109,36 @@ def startup_file_checks() -> list[Check]:
     return checks
 
 
+def gate_check() -> Check:
+    """The gate module, which the ``.pth`` line and the ``.start`` entry import
+    by name: without it (or with another one first on the path) the hook never
+    runs, and the ``.pth`` line says nothing. It belongs beside the package
+    (both in site-packages, or both in the checkout of an editable install)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(GATE)
+    if spec is None or not spec.origin:
+        return Check("FAIL", GATE, "missing: the .pth line imports it, and"
+                     " without it the hook never runs; reinstall")  # fmt: skip
+    beside = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.realpath(os.path.dirname(spec.origin)) != os.path.realpath(
+        os.path.dirname(beside)
+    ):
+        return Check("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
+                     f" the one beside {beside}")  # fmt: skip
+    return Check("ok", GATE, spec.origin)
+
+
+def _may_be_launch(training: Sequence[str]) -> bool:
+    """The gate's own test, for ``python -m torchtitan.train TRAINING`` (no
+    gate module: the check above fails, and this reads as a launch)."""
+    try:
+        from _rocm_hwq_autoset_gate import may_be_launch
+    except ImportError:
+        return True
+    return may_be_launch(["-m", *training], None, ["", "torchtitan", *training])
+
+
 def environment_checks(training: Sequence[str]) -> list[Check]:
     from .. import _hook  # what the hook decided in this process, at start-up
 
@@ -131,7 +163,7 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     checks.append(start_up_check(_hook.decided))
     if training:
         # The training arguments are python -m torchtitan.train's.
-        if not may_be_launch(["-m", *training], None, ["", "torchtitan", *training]):
+        if not _may_be_launch(training):
             why = (
                 f"{SWITCH}={os.environ[SWITCH]}: opted out,"
                 if mode == OFF
@@ -200,6 +232,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
         Check("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
         *startup_file_checks(),
+        *([] if sys.flags.no_site else [gate_check()]),
         *environment_checks(opts.training),
     ]
     colours = {"ok": "green", "note": "yellow", "FAIL": "red"}

@@ -431,3 +431,32 @@ def test_a_long_summary_breaks_only_between_words(
     assert _doctor.run(argparse.Namespace(training=[]), out) == 1
     summary = out.getvalue().split("\n\n")[-1]
     assert summary == f"unhealthy: cache:\n{long}:\nwritable by others; not used\n"
+
+
+def test_the_gate_module_is_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The .pth line imports the gate by name: missing, or another one first
+    on the path, the hook never runs and nothing says so but doctor."""
+    import importlib.machinery
+    import importlib.util
+
+    from rocm_hwq_autoset._cli import doctor as doctor_module
+
+    ours = doctor_module.gate_check()
+    assert (ours.status, ours.topic) == ("ok", "_rocm_hwq_autoset_gate")
+    assert ours.detail.endswith("_rocm_hwq_autoset_gate.py")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    missing = doctor_module.gate_check()
+    assert (missing.status, missing.detail) == (
+        "FAIL", "missing: the .pth line imports it, and without it the hook never"
+        " runs; reinstall",
+    )  # fmt: skip
+    other = str(tmp_path / "_rocm_hwq_autoset_gate.py")
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name: importlib.machinery.ModuleSpec(name, None, origin=other),
+    )  # fmt: skip
+    shadowed = doctor_module.gate_check()
+    assert shadowed.status == "FAIL"
+    assert shadowed.detail.startswith(f"{other} comes first on sys.path")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import _rocm_hwq_autoset_gate as gate_module
 import rocm_hwq_autoset
 from rocm_hwq_autoset import _environ
 from rocm_hwq_autoset._environ import (
@@ -37,18 +38,20 @@ pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# The switch's off values: one rule, three literal copies.
+# The switch's off values: one rule, one literal copy (the gate's).
 
 
 def test_every_copy_of_the_off_values_is_off_values() -> None:
     """The start-up gate (``_rocm_hwq_autoset_gate``, which the ``.pth`` line
-    imports) and the package's own (``__init__.may_be_launch``) test the off
-    values before importing anything of the package, so each keeps a literal
-    copy: both are :data:`OFF_VALUES`, and read as :func:`switch` reads them.
-    The ``.pth`` line itself keeps none."""
+    and the ``.start`` entry call) tests the off values before importing
+    anything of the package, so it keeps a literal copy: it is
+    :data:`OFF_VALUES`, read as :func:`switch` reads them. The ``.pth`` line
+    and the package's ``__init__`` keep none."""
     pth = (ROOT / "rocm_hwq_autoset.pth").read_text()
     assert not any(f'"{value}"' in pth or f"'{value}'" in pth for value in OFF_VALUES)
-    for path in (ROOT / "_rocm_hwq_autoset_gate.py", Path(rocm_hwq_autoset.__file__)):
+    init = Path(rocm_hwq_autoset.__file__).read_text()
+    assert not any(f'"{value}"' in init for value in OFF_VALUES)
+    for path in (ROOT / "_rocm_hwq_autoset_gate.py",):
         gate = next(
             node for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.FunctionDef) and node.name == "may_be_launch"
@@ -63,7 +66,7 @@ def test_every_copy_of_the_off_values_is_off_values() -> None:
     for value in [*OFF_VALUES, *ON_VALUES, FORCE_VALUE, "bogus", "of"]:
         for spelled in (value, f" {value.upper()} ", f"\t{value.title()}"):
             environ = {SWITCH: spelled}
-            opens = rocm_hwq_autoset.may_be_launch(["x", "--job.config_file"], environ)
+            opens = gate_module.may_be_launch(["x", "--job.config_file"], environ)
             assert opens is (switch(environ)[0] != _environ.OFF), spelled
 
 

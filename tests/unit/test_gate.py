@@ -168,14 +168,15 @@ def test_the_pth_line_is_generated_from_its_readable_source() -> None:
 def test_pth_is_one_import_line() -> None:
     lines = PTH_LINE.splitlines()
     assert len(lines) == 1 and lines[0].startswith("import ")
-    assert START.strip() == "rocm_hwq_autoset:start"
+    assert START.strip() == "_rocm_hwq_autoset_gate:start"
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("module", ["rocm_hwq_autoset", "_rocm_hwq_autoset_gate"])
 def test_entry_module_imports_only_os_and_sys(module: str) -> None:
-    """The package's entry and the gate beside it import nothing else (the
-    gate, for a process that makes no launch, not the package)."""
+    """The gate beside the package, which every process whose arguments pass
+    the filter imports (every process on 3.15+), and the package's own
+    ``__init__`` import nothing else."""
     code = (
         f"import os, sys; before = set(sys.modules); import {module}; "
         "print(sorted(set(sys.modules) - before))"
@@ -194,7 +195,7 @@ def test_the_gate_in_this_process(
     wanted: bool, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """The same table, through ``start()`` as the .pth line calls it here."""
-    import rocm_hwq_autoset
+    import _rocm_hwq_autoset_gate as gate
     from rocm_hwq_autoset import _hook
 
     called: list[str] = []
@@ -204,27 +205,27 @@ def test_the_gate_in_this_process(
     monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    rocm_hwq_autoset.start()
+    gate.start()
     assert called == (["run"] if wanted else [])
-    assert rocm_hwq_autoset.may_be_launch() is wanted
-    given = rocm_hwq_autoset.may_be_launch(argv, env, _orig(argv, orig_argv))
+    assert gate.may_be_launch() is wanted
+    given = gate.may_be_launch(argv, env, _orig(argv, orig_argv))
     assert given is wanted
 
 
 def test_the_gate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     """No sys.argv (an embedded interpreter), a hook that fails: nothing."""
-    import rocm_hwq_autoset
+    import _rocm_hwq_autoset_gate as gate
     from rocm_hwq_autoset import _hook
 
     monkeypatch.delattr(sys, "argv")
-    assert rocm_hwq_autoset.may_be_launch() is False
+    assert gate.may_be_launch() is False
     monkeypatch.setattr(sys, "argv", [TITAN, "--module", "m"], raising=False)
 
     def broken() -> None:
         raise RuntimeError("broken install")
 
     monkeypatch.setattr(_hook, "run", broken)
-    rocm_hwq_autoset.start()  # returns
+    gate.start()  # returns
 
 
 def test_the_public_names_and_a_typo() -> None:

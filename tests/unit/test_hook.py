@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import rocm_hwq_autoset as _startup
+import _rocm_hwq_autoset_gate as gate
 from rocm_hwq_autoset import _decision, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
@@ -148,7 +148,7 @@ def test_missing_or_broken_stderr_still_sets_the_value(
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
-    _startup.start()  # the gate, as the .pth line calls it: it must not raise
+    gate.start()  # the gate, as the .pth line calls it: it must not raise
     assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
     _hook.say(Outcome("set", "hello"), {})  # nor the line on its own
 

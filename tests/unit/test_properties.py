@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_hwq_autoset import ConfigError, _traces, may_be_launch, recommend
+from _rocm_hwq_autoset_gate import may_be_launch
+from rocm_hwq_autoset import ConfigError, _traces, recommend
 from rocm_hwq_autoset._argv import Launch, cli_overrides, config_file_arg, find_launch
 from rocm_hwq_autoset._config import FIELDS, parse_toml
 from rocm_hwq_autoset._decision import Outcome
