@@ -262,8 +262,10 @@ def main(argv: Sequence[str]) -> int:
     os.dup2(quiet, 2)
     seconds, _ = timeout(os.environ)  # a bad value: the default
     # A safety net beside the parent's own timeout: a parent that never waits
-    # (it exited, or never started a process) must not leave us hung.
+    # (it exited, or never started a process) must not leave us hung. A check
+    # runs only on idle CPU time, and nobody waits for it: it has longer.
     if "--check" in options:
+        seconds *= CHECK_TIMEOUTS
         signal.signal(signal.SIGALRM, _check_timed_out(options, seconds))
     signal.alarm(int(seconds) + 1)
     _serve(options, args, result)
@@ -338,6 +340,10 @@ def lowest_priority() -> None:
 
 # The background check of a cached answer.
 
+#: A check's bound, in evaluation timeouts (``ROCM_HWQ_AUTOSET_TIMEOUT``): it
+#: runs on idle CPU time only, so a busy node slows it down; it ends with its
+#: launcher in any case.
+CHECK_TIMEOUTS = 10
 #: What the check's lines begin with.
 CHECKED = "the cached --module/--config evaluation"
 

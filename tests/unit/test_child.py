@@ -515,7 +515,8 @@ def flagged(world: dict[str, str]) -> dict[str, str]:
 
 
 def checking(world: dict[str, str], cached: str, *, say: bool = True,
-             key: str = "k" * 32, **env: str) -> tuple[str, list[str]]:  # fmt: skip
+             key: str = "k" * 32, status: int = 0,
+             **env: str) -> tuple[str, list[str]]:  # fmt: skip
     """A check of an entry whose inputs were ``cached``: what it printed on
     stdout, and the lines it said on the descriptor it was given."""
     os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
@@ -528,12 +529,13 @@ def checking(world: dict[str, str], cached: str, *, say: bool = True,
          *FLAG],
         cwd=world["WORK"], env={**world, "ROCM_HWQ_AUTOSET": "0", **env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
+        start_new_session=True,  # a check that times out ends its whole group
     )  # fmt: skip
     os.close(write)
     out, err = process.communicate(timeout=60)
     with os.fdopen(read) as lines:
         said = lines.read().splitlines()
-    assert (process.returncode, err) == (0, "")
+    assert (process.returncode, err) == (status, "")
     return out, said
 
 
@@ -643,3 +645,21 @@ def test_a_check_runs_at_the_lowest_priority(flagged: dict[str, str]) -> None:
     checking(flagged, TP1)
     niceness, policy = json.loads(Path(flagged["WORK"], "priority.json").read_text())
     assert niceness == 19 and policy == os.SCHED_IDLE
+
+
+@pytest.mark.parametrize("level", ["", "verbose"])
+def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
+    flagged: dict[str, str], level: str
+) -> None:
+    answer(child(flagged, FLAG))
+    before = entry(flagged)
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+    start = time.monotonic()
+    _, said = checking(flagged, TP1, status=-signal.SIGKILL, STANDIN_SLEEP="30",
+                       ROCM_HWQ_AUTOSET_TIMEOUT="0.2",
+                       ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
+    assert 2 < time.monotonic() - start < 10  # ten timeouts, then the alarm's second
+    assert said == ([] if not level else [
+        "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
+        " evaluation took over 2 s; the entry is kept"])  # fmt: skip
+    assert entry(flagged) == before

@@ -1266,3 +1266,83 @@ def test_evaluate_when_no_child_can_start(
         "cannot start the evaluation: [Errno 2] No such file or directory:"
         " '/nonexistent/python'"
     )
+
+
+# The whole of it: the installed hook, the real child, the stand-in torchtitan.
+
+#: A recipe whose degree comes from a file read only by os.path.exists, which
+#: no recording sees (no audit event): only the background check can tell.
+EXISTS_RECIPE = """
+import os
+from torchtitan.experiments.graph_trainer import trainer_config
+def flag():
+    tp = 2 if os.path.exists("tp2.flag") else 1
+    return trainer_config("m", "f", moe=False, tensor_parallel_degree=tp)
+"""
+#: A torchtitan program that reports its value, then lives until the entry
+#: changed (the background check stored its answer) and a little longer, or
+#: 30 s: a training run outlives its check; the probes in the tests' launches
+#: end before it.
+WAITING = """
+import glob, json, os, sys, time
+try:
+    import torch  # torchtitan's first import: a pending value is waited for here
+except ImportError:
+    pass
+print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES")}), flush=True)
+def stamp():
+    return [os.stat(p).st_mtime_ns for p in glob.glob(os.environ["CACHE"] + "/*.json")]
+first, deadline = stamp(), time.monotonic() + 30
+if first:  # a hit: its check runs
+    while stamp() == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+"""
+
+
+def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
+    tmp_path: Path,
+) -> None:
+    """First launch Q = 4; a file the recipe tests with os.path.exists appears;
+    the relaunch hits and gets 4, and its check says in that launch that a
+    fresh evaluation gives 8; the next launch gets 8, and says nothing more."""
+    from ..standin import write_standin
+
+    standin = write_standin(tmp_path / "standin")
+    (standin / "torchtitan" / "wait.py").write_text(WAITING)
+    work = tmp_path / "work"
+    (work / "exists_recipes").mkdir(parents=True)
+    (work / "exists_recipes" / "__init__.py").write_text("")
+    (work / "exists_recipes" / "config_registry.py").write_text(EXISTS_RECIPE)
+    cache = tmp_path / "cache"
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(standin),
+                     "ROCM_HWQ_AUTOSET": "force", "CACHE": str(cache),
+                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)})  # fmt: skip
+
+    def launch() -> tuple[str, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "torchtitan.wait", "--module", "exists_recipes",
+             "--config", "flag"], cwd=work, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return json.loads(done.stdout)["queues"], done.stderr.splitlines()
+
+    streams = "compute, all_reduce, fsdp_comm, cudagraph_capture"
+    assert launch() == ("4", [f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams:"
+                              f" {streams})"])  # fmt: skip
+    cached = (f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: {streams}),"
+              " from the cached --module/--config evaluation")  # fmt: skip
+    assert launch() == ("4", [cached])  # the check agrees: nothing more
+    (work / "tp2.flag").write_text("")
+    queues, said = launch()
+    assert queues == "4"  # the hit, at once
+    assert said[1:] == [
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
+        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
+        " cudagraph_capture); the cache now holds 8 for the next launch"
+    ]
+    queues, said = launch()
+    assert queues == "8" and len(said) == 1
+    assert said[0].endswith(", from the cached --module/--config evaluation")
