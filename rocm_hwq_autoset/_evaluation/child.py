@@ -377,17 +377,23 @@ def _check(
         ))  # fmt: skip
         return
     deps = _deps(cache, recorder)
+    stored = False
     if deps is not None:
         with contextlib.suppress(Exception):  # the entry, refreshed or corrected
             cache.store(key, {k: doc[k] for k in ("inputs", "settings")}, deps)
+            stored = True
     if doc["inputs"] == options["--check"]:
         return  # the cached answer was right
     after = conclude(environ, launch, decode_result(doc))
     found = after.text.removeprefix(f"{QUEUES}=")
-    stored = "now holds" if deps is not None else "could not store"
+    if stored:
+        then = f"the cache now holds {after.queues} for the next launch"
+    else:  # a wrong entry must not stay
+        with contextlib.suppress(OSError):
+            cache.remove(key)
+        then = "the cache no longer holds it: the next launch evaluates again"
     _say_check(options, Outcome(
-        WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}",
-        f"the cache {stored} {after.queues} for the next launch",
+        WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}", then,
     ))  # fmt: skip
 
 

@@ -663,3 +663,38 @@ def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
         "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
         " evaluation took over 2 s; the entry is kept"])  # fmt: skip
     assert entry(flagged) == before
+
+
+def test_a_stale_entry_the_check_cannot_correct_is_removed(
+    flagged: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or read-only cache: the wrong entry must not stay for the next
+    launch. The check's main in a fork of this process, storing refused."""
+    answer(child(flagged, FLAG))
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Cache, "store", full)
+    for folder in flagged["PYTHONPATH"].split(os.pathsep)[:1]:
+        monkeypatch.syspath_prepend(folder)
+    monkeypatch.chdir(flagged["WORK"])
+    monkeypatch.syspath_prepend(flagged["WORK"])
+    read, write = os.pipe()
+    options = ["--cache", flagged["CACHE"], "--key", "k" * 32, "--check", TP1,
+               "--say", str(write)]  # fmt: skip
+    try:
+        forked = Forked(tmp_path, [*options, "--", *FLAG], ROCM_HWQ_AUTOSET="0")
+        os.close(write)
+        assert forked.finish() == (0, "")
+        with os.fdopen(read) as lines:
+            said = lines.read()
+    finally:
+        roots = ("torchtitan", "exists_recipes")
+        for name in [m for m in sys.modules if m.split(".")[0] in roots]:
+            del sys.modules[name]
+    assert said.endswith(
+        "; the cache no longer holds it: the next launch evaluates again\n"
+    ), said
+    assert entry(flagged) is None
