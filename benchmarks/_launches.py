@@ -37,8 +37,8 @@ if "rocm_hwq_autoset._evaluation.child" in _argv and _log:
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)
-            with open(_log, "a") as log:
-                log.write("%d\n" % os.getpid())
+            with open(_log, "a") as log:  # a background check marked as one
+                log.write("%d%s\n" % (os.getpid(), " check" * ("--check" in _argv)))
     sys.addaudithook(_count)
 elif (sys.argv[0] == "-m" and len(_argv) > len(sys.argv)
       and _argv[len(_argv) - len(sys.argv)] == "torchtitan.train"):
@@ -175,7 +175,17 @@ class Launch:
         return self.log.with_suffix(".err").read_text()[-3000:]
 
     def evaluations(self) -> int:
-        return self.log.read_text().count("\n") if self.log.exists() else 0
+        """Evaluations that got as far as importing torchtitan; not the cache's
+        background checks (:meth:`checks`)."""
+        return self._logged().count("")
+
+    def checks(self) -> int:
+        """Background checks of a cached answer that got as far."""
+        return self._logged().count("check")
+
+    def _logged(self) -> list[str]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        return [line.partition(" ")[2] for line in lines]
 
     def cached(self) -> bool:
         """Whether the line said the value came from the cache."""

@@ -4,7 +4,12 @@ torchtitan 0.3.0 and the CPU torch 2.13.0, interleaved rounds in one run:
 * one node (``torchrun --standalone --nproc_per_node 2 -m torchtitan.train
   --module graph_trainer.deepseek_v3 --config graph_trainer_deepseek_v3_16b``),
   seconds from start to the first worker's first line: hook off, the cache off,
-  the first launch (a cold cache), and the same launch again (a warm cache);
+  the first launch (a cold cache), and the same launch again (a warm cache,
+  whose background check of the entry runs beside it at the lowest priority,
+  until the launch ends);
+* the background check a warm relaunch starts, run to its end on its own (as
+  it runs beside a training run that outlives it): its wall seconds and the
+  CPU seconds of its process;
 * a single ``python -m torchtitan.train`` that imports torch first, as the real
   program does: hook off, its first launch, and its relaunch;
 * 4 ranks started together without a launcher (``LOCAL_RANK``/``RANK`` 0-3,
@@ -25,8 +30,8 @@ that wrote it), all removed at the end.
 ``--torchtitan`` (or ``$ROCM_HWQ_TORCHTITAN``) names the Python of a venv with
 ``torch==2.13.0 torchtitan==0.3.0 triton`` (``.ci/run`` builds one); it is not
 changed. ``--quick``: one round, one evaluation (the 4 ranks' first launch,
-whose entry the other launches reuse), the single process without torch, no
-valgrind.
+whose entry the other launches reuse) and one check, the single process without
+torch, no valgrind.
 """
 
 from __future__ import annotations
@@ -75,6 +80,33 @@ if mode == "1":
 """
 
 
+#: A warm relaunch's background check, as the launch starts it (``--check`` and
+#: the entry's inputs), run to its end: its wall seconds and the CPU seconds of
+#: its process (user and system), and whether it said anything.
+CHECK = """
+import json, os, subprocess, sys, time
+from rocm_hwq_autoset._evaluation.cache import key, open_cache
+training = sys.argv[1:]
+cache, _ = open_cache(os.environ, create=False)
+entry = key(training, os.environ)
+with open(cache.entry(entry)) as f:
+    inputs = json.load(f)["result"]["inputs"]
+said, told = os.pipe()
+start = time.perf_counter()
+child = subprocess.Popen(
+    [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--cache",
+     cache.path, "--key", entry, "--check", inputs, "--say", str(told), "--",
+     *training], env={**os.environ, "ROCM_HWQ_AUTOSET": "0"}, pass_fds=(told,),
+    start_new_session=True)
+os.close(told)
+_, status, usage = os.wait4(child.pid, 0)
+child.returncode = status
+elapsed = time.perf_counter() - start
+print(json.dumps([elapsed, usage.ru_utime + usage.ru_stime, status,
+                  os.read(said, 4096).decode()]))
+"""
+
+
 class Bench:
     def __init__(self, world: World, python: str) -> None:
         self.world = world
@@ -117,6 +149,19 @@ class Bench:
         for _, queues in seen:
             expect(launch, queues, env)
         return max(s for s, _ in seen), launch
+
+    def check(self, cache: str) -> tuple[float, float]:
+        """A warm relaunch's check of the entry in ``cache``, run to its end:
+        wall and CPU seconds. It must agree with the entry and say nothing."""
+        done = subprocess.run(
+            [self.python, "-c", CHECK, *TRAINING], cwd=self.world.work,
+            env={**self.world.env, **on(cache)}, capture_output=True, text=True,
+            check=True,
+        )  # fmt: skip
+        wall, cpu, status, said = json.loads(done.stdout)
+        if status or said:
+            raise RuntimeError(f"the check ended {status}, said {said!r}")
+        return wall, cpu
 
 
 def expect(launch: Launch, queues: str, env: dict[str, str]) -> None:
@@ -194,6 +239,7 @@ def rounds(
             alone = [alone[1], alone[2], alone[0]]
         for name, env, cached in one_node:
             note(name, bench.one_node(**env), cached)
+        note_check(times, bench.check(node))
         for name, env, cached in alone:
             note(name, bench.single(**env), cached)
         # Rank 0 may wait for a peer's evaluation: its line says "cached" then.
@@ -225,7 +271,17 @@ def quick_round(
             raise RuntimeError(f"{name}: cached is {launch.cached()}: {launch.error()}")
         times[name] = [seconds]
         counts[name] = [launch.evaluations()]
+    note_check(times, bench.check(shared))
     return times, counts, shared
+
+
+#: The names of the check's figures in ``times`` (not launches: no count).
+CHECK_WALL, CHECK_CPU = "a relaunch's check, wall", "a relaunch's check, CPU"
+
+
+def note_check(times: dict[str, list[float]], measured: tuple[float, float]) -> None:
+    times.setdefault(CHECK_WALL, []).append(measured[0])
+    times.setdefault(CHECK_CPU, []).append(measured[1])
 
 
 class EntryCost:
@@ -289,6 +345,8 @@ def report(
           f" (4 ranks: to the last rank's)")  # fmt: skip
     print(f"{'':<34}{'min':>7}{'median':>8}   evaluations")
     for name, values in times.items():
+        if name in (CHECK_WALL, CHECK_CPU):
+            continue
         print(f"  {name:<32}{min(values):6.2f}s{statistics.median(values):7.2f}s"
               f"   {'/'.join(map(str, sorted(set(counts[name]))))}")  # fmt: skip
 
@@ -305,6 +363,11 @@ def report(
             verdict = "met" if warm <= WARM_TARGET else "NOT met"
             print(f"  {kind}, warm cache over hook off: {warm:+.2f} s"
                   f" (target +{WARM_TARGET} s: {verdict})")  # fmt: skip
+    wall, cpu = times[CHECK_WALL], times[CHECK_CPU]
+    print(f"  a warm relaunch's background check (nice 19, SCHED_IDLE), run to its"
+          f" end: median {statistics.median(wall):.2f} s wall,"
+          f" {statistics.median(cpu):.2f} CPU seconds"
+          f" (min {min(cpu):.2f})")  # fmt: skip
     cold = added("one node, first launch (cold)", "one node, cache off")
     if cold is not None:
         share = cold / statistics.median(times["one node, cache off"])

@@ -7,7 +7,8 @@ of what it was started with), ``FAKE_CHILD_SLEEP`` (seconds before answering),
 ``FAKE_CHILD_OUT`` (what to print; default a Q=8 result), ``FAKE_CHILD_LINGER``
 (seconds it goes on after printing, its stdout still open), ``FAKE_CHILD_EXIT``
 (the status), ``FAKE_CHILD_SIGNAL`` (end by this signal instead of printing),
-``FAKE_CHILD_STDERR`` (what to say on stderr first), ``FAKE_CHILD_GRANDCHILD``
+``FAKE_CHILD_STDERR`` (what to say on stderr first), ``FAKE_CHILD_SAY`` (what a
+check writes on the descriptor ``--say`` names), ``FAKE_CHILD_GRANDCHILD``
 (start a sleeping process of its own first, and log its pid). It watches its
 parent as the real child does, unless ``FAKE_CHILD_STUCK`` (it stands for a
 child stuck in the GPU driver, which neither its parent's end nor a signal ends
@@ -41,6 +42,8 @@ def main(argv: list[str]) -> None:
         "pgid": os.getpgid(0),
         "ppid": os.getppid(),
         "switch": environ.get("ROCM_HWQ_AUTOSET"),
+        "queues": environ.get("GPU_MAX_HW_QUEUES"),
+        "niceness": os.nice(0),
         "stdin_is_pipe": not os.isatty(0) and os.fstat(0).st_size == 0,
     }
     os.write(2, environ.get("FAKE_CHILD_STDERR", "").encode())
@@ -55,6 +58,8 @@ def main(argv: list[str]) -> None:
         with open(environ["FAKE_CHILD_LOG"], "a") as log:
             log.write(json.dumps(record) + "\n")
     time.sleep(float(environ.get("FAKE_CHILD_SLEEP", "0")))
+    if "--say" in argv and environ.get("FAKE_CHILD_SAY"):
+        os.write(int(argv[argv.index("--say") + 1]), environ["FAKE_CHILD_SAY"].encode())
     if environ.get("FAKE_CHILD_SIGNAL"):
         os.kill(os.getpid(), int(environ["FAKE_CHILD_SIGNAL"]))
     out = environ.get("FAKE_CHILD_OUT", json.dumps({**RESULT, "how": "evaluated"}))

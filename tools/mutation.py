@@ -399,13 +399,6 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.cache",
-        "Cache._entries",
-        'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):',
-        'if entry.name.endswith(".json") and entry.is_file(follow_symlinks=None):',
-        "follow_symlinks is read for its truth: None is False.",
-    ),
-    Equivalent(
-        "_evaluation.cache",
         "Cache.prune",
         "if entry.stat(follow_symlinks=False).st_mtime < old:",
         "if entry.stat(follow_symlinks=None).st_mtime < old:",
@@ -450,8 +443,8 @@ EQUIVALENT: list[Equivalent] = [
         "Only tested for truth.",
     ),
     Equivalent(
-        "_evaluation.parent",
-        "Waiter._waiting_first",
+        "_evaluation.spawns",
+        "Wrappers.waiting_first",
         "self.need(environ if isinstance(environ, MutableMapping) else None)",
         "self.need(environ if (isinstance(environ, MutableMapping)) or True else None)",
         "What is not a mapping (fork_exec's close_fds flag, a frozen mapping)"

@@ -11,8 +11,13 @@ source) and what the evaluation read (``deps``), checked before every use.
 Safety: the directory is created private (0700); it and an entry are trusted
 only when the current user owns them and nobody else can write them; entries are
 written to a temporary file and renamed (atomic on local file systems and NFS);
-at most :data:`MAX_ENTRIES` are kept, the least recently used pruned. Any
-failure means no cache: the caller evaluates as if there were none.
+at most :data:`MAX_ENTRIES` are kept, the least recently used pruned. Only
+names of the cache's own form (:data:`OWN_NAME`) are ever pruned, and only in a
+directory that holds nothing else: one that does (``ROCM_HWQ_AUTOSET_CACHE_DIR``
+set to a folder of the user's) is used, never pruned. Any failure, reading or
+checking an entry included (one nested past the recursion limit, of the wrong
+types anywhere, too big for memory), means no cache: the caller evaluates as if
+there were none.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -56,6 +62,22 @@ KEY_VARIABLES = (
     "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
     "PYTHONUSERBASE", "PYTHONPLATLIBDIR", *DEVICES,
 )  # fmt: skip
+
+
+#: A host's part of a file name (:func:`host`).
+_HOST = r"[A-Za-z0-9_.-]{1,64}"
+#: The names the cache makes, and the only ones it ever removes: an entry
+#: (``<key>.json``), a node's lock and published answer (``<key>.<host>.lock``,
+#: ``<key>.<host>.result``), the lock of a node's background check
+#: (``<key>.<host>.check``) and the temporary file of any of those
+#: (``<name>.<host>.<pid>.tmp``).
+OWN_NAME = re.compile(
+    rf"[0-9a-f]{{32}}(?:\.json|\.{_HOST}\.(?:lock|result|check))"
+    rf"(?:\.{_HOST}\.[0-9]{{1,10}}\.tmp)?",
+    re.ASCII,
+)
+#: The names of entries.
+ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
 
 
 def location(environ: Mapping[str, str]) -> str:
@@ -129,11 +151,16 @@ class Cache:
             if changed is not None:
                 return None, f"stale: {changed}"
             result = decode_result(doc["result"])
-        except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
+        except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, "entry ignored: corrupt"
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: pruned last
         return result, "hit"
+
+    def remove(self, key: str) -> None:
+        """Remove the entry (an evaluation found it wrong); ``OSError`` if it
+        cannot."""
+        os.unlink(self.entry(key))
 
     def store(self, key: str, result: dict[str, Any], deps: dict[str, Any]) -> None:
         """Write an entry atomically, then prune. ``OSError`` if it cannot."""
@@ -155,26 +182,45 @@ class Cache:
             raise
 
     def count(self) -> int:
-        return len(self._entries())
+        return len(self._entries()[0])
 
-    def _entries(self) -> list[tuple[float, str]]:
+    def _entries(self) -> tuple[list[tuple[float, str]], list[os.DirEntry[str]], bool]:
+        """The entries (modification time, path), oldest first; the other files
+        of the cache's own form; and whether the directory holds anything else
+        (a name not of that form, or one of it that is not a regular file)."""
         found = []
-        for entry in os.scandir(self.path):
-            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
-                found.append((entry.stat().st_mtime, entry.path))  # not a link
-        return sorted(found)
+        others = []
+        foreign = False
+        with os.scandir(self.path) as listing:
+            for entry in listing:
+                if not OWN_NAME.fullmatch(entry.name):
+                    foreign = True
+                    continue
+                try:
+                    if not entry.is_file(follow_symlinks=False):  # a link ...
+                        foreign = True
+                    elif ENTRY_NAME.fullmatch(entry.name):
+                        found.append((entry.stat().st_mtime, entry.path))
+                    else:
+                        others.append(entry)
+                except OSError:  # another rank pruned it meanwhile
+                    continue
+        return sorted(found), others, foreign
 
     def prune(self) -> None:
         """Keep the :data:`MAX_ENTRIES` most recently used entries; remove
-        left-over temporary, lock and result files."""
-        entries = self._entries()
+        left-over temporary, lock and result files. Only names of the cache's
+        own form, and only when the directory holds nothing else: a directory
+        that does is not the cache's alone, and its files may be the user's."""
+        entries, others, foreign = self._entries()
+        if foreign:
+            return
         doomed = [path for _, path in entries[: max(len(entries) - MAX_ENTRIES, 0)]]
         old = time.time() - STALE_SECONDS
-        for entry in os.scandir(self.path):
-            if entry.name.endswith((".tmp", ".lock", ".result")):
-                with contextlib.suppress(OSError):  # another rank pruned it
-                    if entry.stat(follow_symlinks=False).st_mtime < old:
-                        doomed.append(entry.path)
+        for entry in others:
+            with contextlib.suppress(OSError):  # another rank pruned it
+                if entry.stat(follow_symlinks=False).st_mtime < old:
+                    doomed.append(entry.path)
         for path in doomed:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -187,10 +233,21 @@ class Cache:
     def result_file(self, key: str) -> str:
         return os.path.join(self.path, f"{key}.{host()}.result")
 
-    def publish(self, key: str, doc: dict[str, Any]) -> None:
+    def check_lock_file(self, key: str) -> str:
+        """The lock of this node's background check of the entry: one at a
+        time, apart from the evaluation's lock (a launch evaluating never waits
+        for a check)."""
+        return os.path.join(self.path, f"{key}.{host()}.check")
+
+    def publish(
+        self, key: str, doc: dict[str, Any], deps: dict[str, Any] | None
+    ) -> None:
         """The evaluator's answer, success or failure, for the ranks that waited
-        on its lock. ``OSError`` if it cannot be written."""
-        self._write(self.result_file(key), json.dumps(doc))
+        on its lock, with the key and what the evaluation read: a peer uses it
+        only if nothing of that changed for it. ``OSError`` if it cannot be
+        written."""
+        published = {"format": FORMAT, "key": key, "answer": doc, "deps": deps}
+        self._write(self.result_file(key), json.dumps(published))
 
     def published(self, key: str) -> tuple[tuple[int, int, int] | None, Any]:
         """The identity of the result file (changed by each :meth:`publish`) and
@@ -198,10 +255,28 @@ class Cache:
         path = self.result_file(key)
         try:
             info = os.stat(path)  # a link is refused by the read
-            data = _read_trusted(path, 1 << 20)
+            data = _read_trusted(path, MAX_ENTRY_BYTES)
             return (info.st_dev, info.st_ino, info.st_mtime_ns), json.loads(data)
-        except (OSError, ConfigError, ValueError):
+        except Exception:  # hostile or damaged, as an entry
             return None, None
+
+    def peer_answer(self, doc: Any, key: str, environ: Mapping[str, str]) -> Any:
+        """A published document's answer, if it is for ``key`` and nothing its
+        evaluation read changed for ``environ``; else None. Checked as an
+        entry is: any failure means no answer."""
+        try:
+            if doc["format"] != FORMAT or doc["key"] != key:
+                return None
+            answer, deps = doc["answer"], doc["deps"]
+            if not isinstance(answer, dict) or deps is None:
+                return None
+            if check(deps, environ) is not None:
+                return None
+            if "error" not in answer:
+                decode_result(answer)  # a result that reads back
+        except Exception:
+            return None
+        return answer
 
 
 def open_cache(

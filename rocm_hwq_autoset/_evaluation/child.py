@@ -14,13 +14,23 @@ child imports torchtitan. It
    config, recording what it read (``deps``);
 4. prints exactly one JSON line on stdout: ``{"inputs": ..., "settings": ...}``
    or ``{"error": ..., "source": ...}``, with ``"how"``: ``evaluated`` (here),
-   ``cache`` or ``peer`` (another rank's child evaluated it). Nothing else
-   reaches stdout or stderr;
-5. then, the parent served, stores a successful result in the cache and
-   publishes the answer for the ranks waiting on the lock.
+   ``cache`` or ``peer`` (another rank's child evaluated it, and nothing it
+   read differs here). Nothing else reaches stdout or stderr;
+5. then, the parent served, it drops to the lowest CPU priority (the workers'
+   own start-up comes first), publishes the answer with what it read for the
+   ranks waiting on the lock, and stores a successful result in the cache.
+
+With ``--check INPUTS`` it is a launch's background check of a cached answer
+(the model's inputs the launch took from the entry): at the lowest CPU priority
+from the start, one per node (a lock taken without waiting: if another process
+of the node checks, it does nothing), it evaluates ignoring the entry, stores
+what it found, and, when the inputs differ, says so in one warning line on
+``--say FD`` (the launcher's stderr): what was set, what a fresh evaluation
+gives, what the next launch gets. A check that fails or times out says nothing
+(verbose: one line) and leaves the entry as it is.
 
 Usage: ``python -m rocm_hwq_autoset._evaluation.child [--parent PID] [--cache DIR
---key KEY] -- ARGS``.
+--key KEY [--check INPUTS [--say FD]]] -- ARGS``.
 """
 
 from __future__ import annotations
@@ -35,14 +45,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._argv import CONFIG_FLAG, MODULE_FLAG, cli_overrides, module_args, suggest_flag
+from .._argv import (
+    CONFIG_FLAG,
+    MODULE_FLAG,
+    MODULE_FORM,
+    Launch,
+    cli_overrides,
+    module_args,
+    suggest_flag,
+)
 from .._config import CLI, ConfigError, Setting, from_object
-from .._decision import internal_error
-from .._environ import timeout
-from .._model import MODULE_FORM, Inputs, read_inputs
+from .._decision import SKIP, WARNING, Outcome, conclude, internal_error
+from .._environ import QUEUES, timeout
+from .._model import Inputs, read_inputs
 from .cache import Cache
 from .deps import Recorder
-from .result_text import encode_result
+from .result_text import decode_inputs, decode_result, encode_result
 
 #: How MoE is known in this form: PR #4032's own test.
 MOE_TEST = "model_spec.model.traverse(MoE.Config)"
@@ -315,9 +333,11 @@ def _from_peer(cache: Cache, key: str) -> dict[str, Any] | None:
         fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:  # no locks here (an NFS mount without them): alone
         return None
-    identity, doc = cache.published(key)  # a peer's answer since we started
-    if identity is not None and identity != before and isinstance(doc, dict):
-        return {**doc, "how": "peer"}
+    identity, doc = cache.published(key)  # a peer's answer since we started,
+    if identity is not None and identity != before:  # checked as an entry is
+        answer = cache.peer_answer(doc, key, os.environ)
+        if answer is not None:
+            return {**answer, "how": "peer"}
     found, _ = cache.lookup(key, os.environ)
     if found is not None:
         return {**encode_result(*found), "how": "cache"}
@@ -337,17 +357,26 @@ def _evaluate(args: Sequence[str], recorder: Recorder | None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``[--parent PID] [--cache DIR --key KEY] -- ARGS`` in; one JSON line out."""
+    """``[--parent PID] [--cache DIR --key KEY [--check INPUTS [--say FD]]] --
+    ARGS`` in; one JSON line out (a check: at most one line on ``FD``)."""
     options, args = _split(list(argv))
     if "--parent" in options:
         watch(int(options["--parent"]))
+    if "--check" in options:
+        lowest_priority()  # the reaper, forked above, keeps its own
+    if "--say" in options:  # the launcher's stderr: for us, not for torch's
+        os.set_inheritable(int(options["--say"]), False)  # processes
     result = os.dup(1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # torchtitan's and torch's own output goes nowhere
     os.dup2(quiet, 2)
     seconds, _ = timeout(os.environ)  # a bad value: the default
     # A safety net beside the parent's own timeout: a parent that never waits
-    # (it exited, or never started a process) must not leave us hung.
+    # (it exited, or never started a process) must not leave us hung. A check
+    # runs only on idle CPU time, and nobody waits for it: it has longer.
+    if "--check" in options:
+        seconds *= CHECK_TIMEOUTS
+        signal.signal(signal.SIGALRM, _check_timed_out(options, seconds))
     signal.alarm(int(seconds) + 1)
     _serve(options, args, result)
     os._exit(0)  # no teardown of torch; the node's lock goes with us
@@ -356,11 +385,21 @@ def main(argv: Sequence[str]) -> int:
 def _serve(options: dict[str, str], args: Sequence[str], result: int) -> None:
     """The answer, on ``result``: a peer's or the cache's, or evaluated here;
     first, since the parent may be waiting for it. Then what this child
-    evaluated goes to the cache and the peers."""
+    evaluated goes to the peers and the cache. A check answers nobody."""
     if "--cache" not in options:
         _answer(result, _evaluate(args, None))
         return
     cache, key = Cache(options["--cache"]), options["--key"]
+    if "--check" in options:
+        os.close(result)
+        try:
+            _check(cache, key, options, args)
+        except Exception as exc:  # ours: the entry is kept, nothing said
+            _say_check(options, Outcome(
+                SKIP, f"cache: checking {CHECKED}: {internal_error(exc)}",
+                "the entry is kept",
+            ))  # fmt: skip
+        return
     doc = _from_peer(cache, key)
     if doc is not None:
         _answer(result, doc)
@@ -368,6 +407,7 @@ def _serve(options: dict[str, str], args: Sequence[str], result: int) -> None:
     recorder = Recorder()
     doc = _evaluate(args, recorder)
     _answer(result, doc)
+    lowest_priority()  # the answer is out: the workers' start-up comes first
     _share(cache, key, doc, recorder)
 
 
@@ -377,15 +417,139 @@ def _answer(fd: int, doc: dict[str, Any]) -> None:
 
 
 def _share(cache: Cache, key: str, doc: dict[str, Any], recorder: Recorder) -> None:
-    """Store a successful result, and publish any result to waiting peers."""
-    try:
-        if "inputs" in doc:
-            deps = recorder.deps(exclude=cache.path)
+    """Publish any result, with what the evaluation read, to the peers waiting
+    on the lock (they check it as an entry); then store a successful one."""
+    deps = _deps(cache, recorder)
+    with contextlib.suppress(Exception):  # a full or read-only cache: no matter
+        cache.publish(key, doc, deps)
+    if "inputs" in doc and deps is not None:
+        with contextlib.suppress(Exception):
             cache.store(key, {k: doc[k] for k in ("inputs", "settings")}, deps)
-    except Exception:  # a full or read-only cache: the answer still goes out
+
+
+def _deps(cache: Cache, recorder: Recorder) -> dict[str, Any] | None:
+    """What the evaluation read, or None when that cannot be told: then its
+    answer is neither stored nor taken by a peer."""
+    try:
+        deps: dict[str, Any] | None = recorder.deps(exclude=cache.path)
+    except Exception:
+        return None
+    return deps
+
+
+def lowest_priority() -> None:
+    """This process at the lowest CPU priority: nice 19 and, on Linux, the idle
+    scheduling class (it runs only when a CPU has nothing else to do)."""
+    with contextlib.suppress(OSError):
+        os.nice(19)  # from any niceness: 19 is the ceiling
+    idle = getattr(os, "SCHED_IDLE", None)
+    if idle is not None and hasattr(os, "sched_setscheduler"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, idle, os.sched_param(0))
+
+
+# The background check of a cached answer.
+
+#: A check's bound, in evaluation timeouts (``ROCM_HWQ_AUTOSET_TIMEOUT``): it
+#: runs on idle CPU time only, so a busy node slows it down; it ends with its
+#: launcher in any case.
+CHECK_TIMEOUTS = 10
+#: What the check's lines begin with.
+CHECKED = "the cached --module/--config evaluation"
+
+
+def _check(
+    cache: Cache, key: str, options: dict[str, str], args: Sequence[str]
+) -> None:
+    """Evaluate, ignoring the entry; store what was found; say, once, when the
+    inputs differ from those the launch took from the entry."""
+    if not _check_lock(cache.check_lock_file(key)):
+        return  # another process of this node checks it: nothing to do
+    recorder = Recorder()
+    doc = _evaluate(args, recorder)
+    launch = Launch(MODULE_FORM, args, False)
+    environ = os.environ
+    before = conclude(environ, launch, (decode_inputs(options["--check"]), {}))
+    was = (f"{QUEUES}={before.queues} was set from it" if before.queues is not None
+           else "nothing was set from it")  # fmt: skip
+    if "error" in doc:
+        error = str(doc["error"])
+        if error.startswith("internal error"):  # ours, not the config's
+            _say_check(options, Outcome(SKIP, f"cache: checking {CHECKED}: {error}",
+                                        "the entry is kept"))  # fmt: skip
+            return
+        with contextlib.suppress(OSError):
+            cache.remove(key)
+        reason = ConfigError(error, str(doc.get("source") or ""))
+        _say_check(options, Outcome(
+            WARNING, f"{CHECKED} was stale: {was}; evaluated again: {reason}",
+            "the cache no longer holds it: the next launch evaluates again",
+        ))  # fmt: skip
+        return
+    deps = _deps(cache, recorder)
+    stored = False
+    if deps is not None:
+        with contextlib.suppress(Exception):  # the entry, refreshed or corrected
+            cache.store(key, {k: doc[k] for k in ("inputs", "settings")}, deps)
+            stored = True
+    if doc["inputs"] == options["--check"]:
+        return  # the cached answer was right
+    after = conclude(environ, launch, decode_result(doc))
+    found = after.text.removeprefix(f"{QUEUES}=")
+    if stored:
+        then = f"the cache now holds {after.queues} for the next launch"
+    else:  # a wrong entry must not stay
+        with contextlib.suppress(OSError):
+            cache.remove(key)
+        then = "the cache no longer holds it: the next launch evaluates again"
+    _say_check(options, Outcome(
+        WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}", then,
+    ))  # fmt: skip
+
+
+def _check_lock(path: str) -> bool:
+    """Whether this process may check: it holds the node's check lock (until it
+    ends), or locks cannot be had there (it checks alone). False when another
+    process holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:  # no locks here (an NFS mount without them): alone
         pass
-    with contextlib.suppress(Exception):
-        cache.publish(key, doc)
+    return True
+
+
+def _say_check(options: dict[str, str], outcome: Outcome) -> None:
+    """The check's one line, on the launcher's stderr, as the hook says its
+    own (the log level, once per node). Never raises."""
+    if "--say" not in options:
+        return
+    try:
+        from .._hook import say
+
+        sys.stderr = os.fdopen(int(options["--say"]), "w", closefd=False)
+        say(outcome, os.environ)
+    except Exception:
+        pass
+
+
+def _check_timed_out(options: dict[str, str], seconds: float) -> Any:
+    def timed_out(signum: int, frame: Any) -> None:
+        _say_check(options, Outcome(
+            SKIP, f"cache: checking {CHECKED} took over {seconds:g} s",
+            "the entry is kept",
+        ))  # fmt: skip
+        _end_group()
+
+    return timed_out
 
 
 def _split(argv: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -1,6 +1,16 @@
 """The ``--module`` evaluation, parent side: runs in the launcher (torchrun) or
 the training process itself. Uses the cache, or starts the child
-(``child``), waits for it only when its value is needed, and ends it.
+(``child``), waits for it only when its value is needed, and ends it
+(:func:`lookup_or_spawn` serves the command line, which waits, and the hook,
+which goes on).
+
+A cached value is applied at once, and checked in the background: a child at
+the lowest CPU priority evaluates again, ignoring the entry, once per node, and
+ends with this process at the latest; when its answer differs it corrects the
+entry and says so in one line on this process's stderr, in the same launch
+(:class:`Check`). So a cached value is right, or the launch says it was not and
+the next launch gets the right one, whatever the evaluation read that no
+recording sees.
 
 At interpreter start the hook calls :func:`start` and the process goes on: a
 torchrun launcher has its own work to do (importing torch, the rendezvous with
@@ -13,7 +23,8 @@ the other nodes). The value is needed, and waited for, only
   ``os.posix_spawn`` and ``os.execve`` read their environment before their
   audit event, and ``multiprocessing``'s spawn and forkserver start processes
   with no audit event at all (``_posixsubprocess.fork_exec``): while the value
-  is pending, those functions are wrapped to wait first, and put back after;
+  is pending, those functions are wrapped to wait first, and put back after
+  (``spawns``);
 * before this process imports torch, when it is the training process itself
   (``python -m torchtitan.train``): the ``import`` audit event;
 * never at exit, which only ends the child.
@@ -54,9 +65,10 @@ from .._decision import (
     failed,
     internal_error,
 )
-from .._environ import INPUTS, ORIGIN, QUEUES, SWITCH, TIMEOUT, timeout
+from .._environ import QUIET, SWITCH, TIMEOUT, log_level, prints_for_node, timeout
 from .cache import Cache, key, open_cache
-from .result_text import decode_result
+from .result_text import decode_result, encode_inputs
+from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,19 +79,6 @@ if TYPE_CHECKING:
     Apply = Callable[..., None]
 
 CHILD = "rocm_hwq_autoset._evaluation.child"
-#: Audit events that come before this process starts another.
-SPAWN_EVENTS = frozenset({
-    "subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.forkpty",
-    "os.spawn", "os.system", "pty.spawn",
-})  # fmt: skip
-#: Functions that turn the environment into the new process's before their audit
-#: event, or have none: wrapped to wait first while the value is pending.
-WRAPPED = (
-    ("os", "posix_spawn"),
-    ("os", "posix_spawnp"),
-    ("os", "execve"),
-    ("_posixsubprocess", "fork_exec"),
-)
 #: The most the child may print: one JSON line of a few KB.
 MAX_RESULT_BYTES = 1 << 20
 #: Seconds an exiting process waits for the ended child to be reaped.
@@ -212,29 +211,76 @@ class Evaluation:
                     pipe.close()
 
 
+class Found:
+    """What :func:`lookup_or_spawn` found: the cache's answer, or the child
+    started to evaluate (or why none could start), and how."""
+
+    def __init__(self, cache: Cache | None, cache_key: str) -> None:
+        self.cache = cache
+        self.key = cache_key
+        self.hit: Evaluated | None = None
+        """The entry's result, when it was used."""
+        self.evaluation: Evaluation | None = None
+        """The child evaluating, when there was no hit."""
+        self.error: ConfigError | None = None
+        """Why no child could start."""
+        self.unreadable: ConfigError | None = None
+        """The cache switch's value, when it cannot be read (no cache then)."""
+        self.problem = ""
+        """Why there is no cache, when it is on (``""`` when it is off)."""
+        self.missed = ""
+        """Why the entry was not used (``no entry``, ``stale: ...``)."""
+
+
+def lookup_or_spawn(
+    launch: Launch, environ: Mapping[str, str], *, use_cache: bool = True
+) -> Found:
+    """The cache first, then the child: the entry for this launch when it is
+    trusted and nothing it read changed for ``environ``, else a child started
+    to evaluate it (told to store its answer when there is a cache). Waits for
+    nothing: :func:`evaluate` waits, :func:`start` goes on."""
+    cache = None
+    problem = ""
+    unreadable = None
+    if use_cache:
+        try:
+            cache, problem = open_cache(environ)
+        except ConfigError as exc:
+            unreadable = exc
+    found = Found(cache, key(launch.args, environ))
+    found.unreadable, found.problem = unreadable, problem
+    if cache is not None:
+        hit, found.missed = cache.lookup(found.key, environ)
+        if hit is not None:
+            found.hit = hit
+            return found
+    try:
+        found.evaluation = Evaluation(launch.args, environ, cache, found.key)
+    except (OSError, ConfigError) as exc:
+        found.error = ConfigError(f"cannot start the evaluation: {exc}")
+    return found
+
+
 def evaluate(
     launch: Launch, environ: Mapping[str, str], *, use_cache: bool = True
 ) -> tuple[Evaluated | ConfigError, str]:
     """Evaluate now and wait, for the command line: the result, and how it was
     found (``cache``, ``evaluated``, or why the cache was not used)."""
-    cache = None
-    how = "evaluated (--no-cache)"
-    if use_cache:
-        try:
-            cache, problem = open_cache(environ)
-        except ConfigError as exc:
-            cache, problem = None, str(exc)
-        how = f"evaluated ({problem})" if problem else "evaluated"
-    cache_key = key(launch.args, environ)
-    if cache is not None:
-        found, why = cache.lookup(cache_key, environ)
-        if found is not None:
-            return found, f"from the cache ({cache.entry(cache_key)})"
-        how = f"evaluated (cache: {why})"
-    try:
-        evaluation = Evaluation(launch.args, environ, cache, cache_key)
-    except (OSError, ConfigError) as exc:
-        return ConfigError(f"cannot start the evaluation: {exc}"), how
+    found = lookup_or_spawn(launch, environ, use_cache=use_cache)
+    if found.hit is not None and found.cache is not None:
+        return found.hit, f"from the cache ({found.cache.entry(found.key)})"
+    if not use_cache:
+        how = "evaluated (--no-cache)"
+    elif found.unreadable is not None or found.problem:
+        how = f"evaluated ({found.unreadable or found.problem})"
+    elif found.cache is not None:
+        how = f"evaluated (cache: {found.missed})"
+    else:
+        how = "evaluated"
+    evaluation = found.evaluation
+    if evaluation is None:
+        assert found.error is not None
+        return found.error, how
     try:
         result, cached = evaluation.result()
     finally:
@@ -243,34 +289,126 @@ def evaluate(
 
 
 def start(launch: Launch, apply: Apply) -> None:
-    """At interpreter start: the cached evaluation, or a child started now and
-    waited for when the value is needed."""
+    """At interpreter start: the cached evaluation, applied at once and checked
+    in the background, or a child started now and waited for when the value is
+    needed."""
     environ = os.environ
-    try:
-        cache, problem = open_cache(environ)
-    except ConfigError as exc:
-        cache, problem = None, ""
-        apply(Outcome(WARNING, str(exc), "the cache is not used"))
-    if problem:
-        apply(Outcome(SKIP, f"cache: {problem}"))
-    cache_key = key(launch.args, environ)
-    if cache is not None:
-        found, why = cache.lookup(cache_key, environ)
-        if found is not None:
-            apply(conclude(environ, launch, found, cached=True))
-            return
-        apply(Outcome(SKIP, f"cache: {why}; evaluating"))
-    try:
-        evaluation = Evaluation(launch.args, environ, cache, cache_key)
-    except (OSError, ConfigError) as exc:
-        error = ConfigError(f"cannot start the evaluation: {exc}")
-        apply(failed(MODULE_FORM, error))
+    found = lookup_or_spawn(launch, environ)
+    if found.unreadable is not None:
+        apply(Outcome(WARNING, str(found.unreadable), "the cache is not used"))
+    if found.problem:
+        apply(Outcome(SKIP, f"cache: {found.problem}"))
+    if found.hit is not None and found.cache is not None:
+        before = dict(environ)  # as the child of a launch that missed sees it
+        apply(conclude(environ, launch, found.hit, cached=True))
+        if prints_for_node(before):  # the node's one: launcher or local rank 0
+            Check.start(launch, before, found.cache, found.key, found.hit, apply)
         return
-    Waiter(launch, evaluation, apply).install()
+    if found.cache is not None:
+        apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
+    if found.evaluation is None:
+        assert found.error is not None
+        apply(failed(MODULE_FORM, found.error))
+        return
+    Waiter(launch, found.evaluation, apply).install()
+
+
+class Check:
+    """The background check of a cached answer: a child that evaluates again,
+    ignoring the entry (``child --check``), at the lowest CPU priority from its
+    start, in its own process group, watching this process as an evaluating
+    child does (it ends when this process does, whatever ends it; at exit this
+    process ends it). One per node: the child gives way when another process
+    of the node checks. It corrects the entry and says so, itself, in one line
+    on this process's stderr (a copy of the descriptor it is given) when its
+    answer differs; nothing at all when the log level is quiet. This process
+    never waits for it."""
+
+    def __init__(
+        self,
+        launch: Launch,
+        environ: Mapping[str, str],
+        cache: Cache,
+        cache_key: str,
+        cached: Evaluated,
+    ) -> None:
+        self.owner = os.getpid()
+        level, _ = log_level(environ)
+        say = -1 if level == QUIET else _copy_of_stderr()
+        command = [sys.executable, "-m", CHILD, "--parent", str(self.owner),
+                   "--cache", cache.path, "--key", cache_key,
+                   "--check", encode_inputs(cached[0])]  # fmt: skip
+        if say >= 0:
+            command += ["--say", str(say)]
+        try:
+            self.child = subprocess.Popen(
+                [*command, "--", *launch.args],
+                env={**environ, SWITCH: "0"},  # no hook in the child
+                stdin=subprocess.PIPE,  # the pipe it watches for our end
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(say,) if say >= 0 else (),
+            )
+        finally:
+            if say >= 0:
+                os.close(say)
+
+    @classmethod
+    def start(
+        cls,
+        launch: Launch,
+        environ: Mapping[str, str],
+        cache: Cache,
+        cache_key: str,
+        cached: Evaluated,
+        apply: Apply,
+    ) -> Check | None:
+        """Start the check, never failing the start-up: one that cannot start
+        is one line in verbose mode, and the entry stays as it is."""
+        try:
+            check = cls(launch, environ, cache, cache_key, cached)
+        except Exception as exc:
+            apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
+                          "the cached value stays"))  # fmt: skip
+            return None
+        os.register_at_fork(after_in_child=check.forked)
+        atexit.register(check.at_exit)
+        return check
+
+    def forked(self) -> None:
+        """A copy made by ``os.fork`` lets go of the pipe: only the owner's end
+        keeps the check alive."""
+        if os.getpid() != self.owner and self.child.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.child.stdin.close()
+
+    def at_exit(self) -> None:
+        """Ends the check's whole group if it still runs; reaps it."""
+        if os.getpid() != self.owner:
+            return
+        if self.child.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.child.stdin.close()
+        if self.child.poll() is None:
+            with contextlib.suppress(OSError):  # it ended meanwhile
+                os.killpg(self.child.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.child.wait(REAP_SECONDS)
+
+
+def _copy_of_stderr() -> int:
+    """A descriptor for this process's stderr, for the check's line; -1 when
+    there is none."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return -1
 
 
 class Waiter:
-    """Holds a pending outcome until the value is needed, then applies it."""
+    """Holds a pending outcome until the value is needed, then applies it. The
+    process starts it watches are ``spawns``'."""
 
     def __init__(self, launch: Launch, evaluation: Evaluation, apply: Apply) -> None:
         self.launch = launch
@@ -286,24 +424,17 @@ class Waiter:
         self.asked = False
         """Set for good when one thread starts waiting: the evaluation is asked
         once, and our own events while it is pass."""
-        self.wrapped: list[tuple[Any, str, Any, Any]] = []
+        self.wrappers = Wrappers(self.need)
 
     def install(self) -> None:
         sys.addaudithook(self.audit)  # cannot be removed: cheap once done
         os.register_at_fork(after_in_child=self.forked)
         atexit.register(self.at_exit)
-        for module_name, name in WRAPPED:
-            module = sys.modules.get(module_name)
-            original = getattr(module, name, None)
-            if original is not None:
-                wrapper = self._waiting_first(original)
-                setattr(module, name, wrapper)
-                self.wrapped.append((module, name, original, wrapper))
+        self.wrappers.install()
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if event in SPAWN_EVENTS:
-            target = args[-1] if event == "subprocess.Popen" and args else None
-            self.need(target if isinstance(target, MutableMapping) else None)
+            self.need(mapping_of(event, args))
         elif (
             event == "import"
             and self.outcome is None
@@ -312,14 +443,6 @@ class Waiter:
             and str(args[0]).partition(".")[0] == "torch"
         ):
             self.need()
-
-    def _waiting_first(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def waiting(*args: Any, **kwargs: Any) -> Any:
-            environ = kwargs.get("env", args[2] if len(args) > 2 else None)
-            self.need(environ if isinstance(environ, MutableMapping) else None)
-            return original(*args, **kwargs)
-
-        return waiting
 
     def need(self, environ: MutableMapping[str, str] | None = None) -> None:
         """The value is needed now: wait for it (once, in one thread; the
@@ -338,11 +461,12 @@ class Waiter:
                 if not self.asked and not self.abandoned:
                     self.asked = True
                     self.outcome = self._conclude()
-                    self._unwrap()
+                    self.wrappers.remove()
                     self.apply(self.outcome)
         self.evaluation.reap()  # a child that answered and ended: no zombie
-        if environ is not None and environ is not os.environ:
-            self._give(environ)
+        outcome = self.outcome
+        if environ is not None and environ is not os.environ and outcome is not None:
+            give(outcome, environ, self.apply)
 
     def _conclude(self) -> Outcome:
         try:
@@ -351,25 +475,10 @@ class Waiter:
         except BaseException as exc:
             if is_foreign(exc):
                 self.abandoned = True
-                self._unwrap()
+                self.wrappers.remove()
                 raise
             # Never a traceback from our own failure.
             return failed(MODULE_FORM, ConfigError(internal_error(exc)))
-
-    def _give(self, environ: MutableMapping[str, str]) -> None:
-        """A mapping made before the value arrived lacks it: add it. One that
-        has a value or a marker of its own (the launcher's) keeps it."""
-        outcome = self.outcome
-        if outcome is None:
-            return
-        if QUEUES in environ or ORIGIN in environ or INPUTS in environ:
-            return
-        self.apply(outcome, environ, quiet=True)
-
-    def _unwrap(self) -> None:
-        for module, name, original, wrapper in self.wrapped:
-            if getattr(module, name, None) is wrapper:  # nobody wrapped ours since
-                setattr(module, name, original)
 
     def forked(self) -> None:
         """In a child made by ``os.fork``: this copy lets go of the pipes. Like

@@ -7,6 +7,7 @@ test_cache.py holds the cache against the real evaluation."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -260,3 +261,115 @@ print(json.dumps(out))
         assert (list(ours_) if ours_ else None) == (
             [theirs[0], theirs[1], theirs[2]] if theirs else None
         ), args
+
+
+# The cache's background check (issue #23), with the real torchtitan.
+
+#: A recipe whose context parallelism comes from a file it tests with
+#: os.path.exists, which no recording sees: only the background check can tell.
+EXISTS_RECIPE = """
+import os
+from torchtitan.experiments.graph_trainer.llama3.config_registry import (
+    graph_trainer_llama3_debugmodel,
+)
+
+def mine():
+    config = graph_trainer_llama3_debugmodel()
+    if os.path.exists("cp2.flag"):
+        config.parallelism.context_parallel_degree = 2
+    if os.path.exists("slow.flag"):
+        import time
+        time.sleep(60)
+    return config
+"""
+#: A torchtitan program (a script in a ``torchtitan`` folder) that imports
+#: torch, reports its value, then lives until the entry changed (its check
+#: stored its answer) and a second more, or 120 s: as a training run does.
+WAITING = """
+import glob, json, os, time
+import torch
+print("WAITED " + json.dumps(os.environ.get("GPU_MAX_HW_QUEUES")), flush=True)
+def stamp():
+    where = os.environ["ROCM_HWQ_AUTOSET_CACHE_DIR"]
+    return [os.stat(p).st_mtime_ns for p in glob.glob(where + "/*.json")]
+first, deadline = stamp(), time.monotonic() + 120
+if first and not os.environ.get("NO_WAIT"):
+    while stamp() == first and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+"""
+
+
+@pytest.fixture
+def exists(launches: Launches) -> tuple[Launches, list[str]]:
+    recipes = launches.work / "exists_recipes"
+    recipes.mkdir()
+    (recipes / "config_registry.py").write_text(EXISTS_RECIPE)
+    program = launches.root / "bin" / "torchtitan" / "wait.py"
+    program.parent.mkdir(parents=True)
+    program.write_text(WAITING)
+    return launches, [launches.python, str(program), "--module", "exists_recipes",
+                      "--config", "mine"]  # fmt: skip
+
+
+def waited(launches: Launches, command: list[str], **env: str) -> tuple[str, list[str]]:
+    code, out, err = launches.run(command, **env)
+    assert code == 0 and "Traceback" not in err, err[-2000:]
+    [line] = [line for line in out.splitlines() if line.startswith("WAITED ")]
+    return json.loads(line[7:]), ours(err)
+
+
+def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
+    exists: tuple[Launches, list[str]],
+) -> None:
+    """First launch Q = 4; a file the recipe only tests for appears; the
+    relaunch hits, gets 4 at once, and its check says in that launch what a
+    fresh evaluation gives; the next launch gets it. Nothing is left running."""
+    launches, command = exists
+    assert waited(launches, command) == ("4", [
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
+        " all_reduce, fsdp_comm, cudagraph_capture)"])  # fmt: skip
+    (launches.work / "cp2.flag").write_text("")
+    queues, said = waited(launches, command)
+    assert queues == "4" and len(said) == 2, said
+    assert said[0].endswith(", from the cached --module/--config evaluation")
+    assert said[1].startswith(
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 ("
+    )
+    assert said[1].endswith("; the cache now holds 8 for the next launch")
+    queues, said = waited(launches, command)
+    assert queues == "8" and len(said) == 1
+    assert launches.left_behind() == []
+
+
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_the_check_never_outlives_its_launcher(
+    exists: tuple[Launches, list[str]], how: str
+) -> None:
+    """A check that takes a minute: the launch that started it ends (or is
+    killed) first, and the check's whole group goes with it; its entry stays."""
+    launches, command = exists
+    waited(launches, command)
+    [entry] = Path(launches.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
+    before = entry.read_bytes()
+    (launches.work / "slow.flag").write_text("")
+    if how == "exits":
+        assert waited(launches, command, NO_WAIT="1")[0] == "4"
+    else:
+        process = launches.popen(command)
+        assert wait_for(lambda: checking(launches), 120)
+        time.sleep(1)  # it watches its launcher by now, or ends on its own
+        process.kill()
+        process.communicate(timeout=30)
+    assert wait_for(lambda: launches.left_behind() == [], 3)
+    assert entry.read_bytes() == before
+
+
+def checking(launches: Launches) -> bool:
+    """Whether a check of this test's launches runs."""
+    for pid in launches.left_behind():
+        with contextlib.suppress(OSError):
+            if b"--check" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return True
+    return False

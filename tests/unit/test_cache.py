@@ -76,6 +76,19 @@ def test_a_directory_others_can_write_is_not_used(tmp_path: Path) -> None:
     assert cache is None and problem == f"{folder}: writable by others; not used"
 
 
+@pytest.mark.parametrize("mode", [0o770, 0o720, 0o702])
+def test_a_directory_its_group_can_write_is_not_used(tmp_path: Path, mode: int) -> None:
+    """Group write too: a cache that trusted it would pass the test above."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    folder.chmod(mode)
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
+    assert cache is None and problem == f"{folder}: writable by others; not used"
+    folder.chmod(0o750)  # read and enter: no one else writes
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
+    assert cache is not None and problem == ""
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
 def test_a_directory_of_another_user_is_not_used(tmp_path: Path) -> None:
     folder = tmp_path / "c"
@@ -132,6 +145,7 @@ def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
     ("damage", "said"),
     [
         ("writable by others", "entry ignored: writable by others"),
+        ("writable by its group", "entry ignored: writable by others"),
         ("not json", "entry ignored: corrupt"),
         ("not a result", "entry ignored: corrupt"),
         ("other format", "entry of another format"),
@@ -149,6 +163,8 @@ def test_an_entry_that_cannot_be_trusted_is_ignored(
     doc = json.loads(path.read_text())
     if damage == "writable by others":
         path.chmod(0o666)
+    elif damage == "writable by its group":
+        path.chmod(0o620)
     elif damage == "not json":
         path.write_text("{")
     elif damage == "not a result":
@@ -191,38 +207,50 @@ def test_an_entry_of_another_user_is_ignored(cache: Cache) -> None:
     assert cache.lookup("k", {}) == (None, "entry ignored: owned by another user")
 
 
+#: Keys as the cache makes them (32 hex digits): only such names are pruned.
+K = [f"{i:032x}" for i in range(5)]
+
+
 def test_entries_are_bounded_least_recently_used_first(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_cache, "MAX_ENTRIES", 3)
     now = time.time()
     for i in range(3):
-        cache.store(f"k{i}", RESULT, NO_DEPS)
-        os.utime(cache.entry(f"k{i}"), (now - 100 + i, now - 100 + i))
-    cache.lookup("k0", {})  # used: now the most recent
-    cache.store("k3", RESULT, NO_DEPS)
-    assert sorted(os.listdir(cache.path)) == ["k0.json", "k2.json", "k3.json"]
+        cache.store(K[i], RESULT, NO_DEPS)
+        os.utime(cache.entry(K[i]), (now - 100 + i, now - 100 + i))
+    cache.lookup(K[0], {})  # used: now the most recent
+    cache.store(K[3], RESULT, NO_DEPS)
+    assert sorted(os.listdir(cache.path)) == [f"{K[i]}.json" for i in (0, 2, 3)]
     assert cache.count() == 3
 
 
 def test_only_entries_count_as_entries(cache: Cache, tmp_path: Path) -> None:
     """Not a link named like an entry (never followed), nor other files."""
-    cache.store("k", RESULT, NO_DEPS)
+    cache.store(K[0], RESULT, NO_DEPS)
     (tmp_path / "elsewhere.json").write_text("{}")
-    Path(cache.path, "link.json").symlink_to(tmp_path / "elsewhere.json")
+    Path(cache.path, f"{K[1]}.json").symlink_to(tmp_path / "elsewhere.json")
     Path(cache.path, "notes.txt").write_text("")
-    Path(cache.path, "dir.json").mkdir()
+    Path(cache.path, f"{K[2]}.json").mkdir()
+    Path(cache.path, "k.json").write_text("{}")  # not a key's name
     assert cache.count() == 1
 
 
+def _age(path: Path, seconds: float) -> None:
+    old = time.time() - seconds
+    os.utime(path, (old, old), follow_symlinks=False)
+
+
 def test_left_overs_are_pruned(cache: Cache) -> None:
-    old = time.time() - _cache.STALE_SECONDS - 10
-    for name in ("x.json.h.1.tmp", "k.h.lock", "k.h.result", "fresh.h.lock"):
+    h = _cache.host()
+    names = (f"{K[1]}.json.{h}.1.tmp", f"{K[0]}.{h}.lock", f"{K[0]}.{h}.result",
+             f"{K[0]}.{h}.check", f"{K[0]}.{h}.result.{h}.7.tmp")  # fmt: skip
+    for name in (*names, f"{K[2]}.{h}.lock"):
         Path(cache.path, name).write_text("")
-    for name in ("x.json.h.1.tmp", "k.h.lock", "k.h.result"):
-        os.utime(Path(cache.path, name), (old, old))
-    cache.store("k", RESULT, NO_DEPS)
-    assert sorted(os.listdir(cache.path)) == ["fresh.h.lock", "k.json"]
+    for name in names:
+        _age(Path(cache.path, name), _cache.STALE_SECONDS + 10)
+    cache.store(K[0], RESULT, NO_DEPS)
+    assert sorted(os.listdir(cache.path)) == [f"{K[0]}.json", f"{K[2]}.{h}.lock"]
 
 
 def test_a_left_over_is_pruned_once_older_than_a_day(
@@ -230,41 +258,115 @@ def test_a_left_over_is_pruned_once_older_than_a_day(
 ) -> None:
     now = 1_700_000_000
     monkeypatch.setattr(_cache.time, "time", lambda: float(now))
-    for name, age in (("day.h.lock", _cache.STALE_SECONDS),
-                      ("older.h.lock", _cache.STALE_SECONDS + 1)):  # fmt: skip
+    day, older = f"{K[0]}.h.lock", f"{K[1]}.h.lock"
+    for name, age in ((day, _cache.STALE_SECONDS),
+                      (older, _cache.STALE_SECONDS + 1)):  # fmt: skip
         Path(cache.path, name).write_text("")
         stamp = (now - age) * 10**9
         os.utime(Path(cache.path, name), ns=(stamp, stamp))
-    Path(cache.path, "gone.h.lock").symlink_to(Path(cache.path, "nowhere"))
-    stamp = (now - _cache.STALE_SECONDS - 1) * 10**9
-    os.utime(Path(cache.path, "gone.h.lock"), ns=(stamp, stamp), follow_symlinks=False)
     cache.prune()
-    assert sorted(os.listdir(cache.path)) == ["day.h.lock"]
+    assert sorted(os.listdir(cache.path)) == [day]
 
 
 def test_pruning_goes_on_past_a_left_over_it_cannot_stat_or_remove(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another rank prunes at the same time: a left-over listed may be gone
-    before it is looked at; one may refuse to go (here a folder)."""
-    old = time.time() - _cache.STALE_SECONDS - 10
-    for name in ("b.h.lock", "c.h.result"):
+    before it is looked at, or go between the listing and its removal."""
+    for name in (f"{K[1]}.h.lock", f"{K[2]}.h.result"):
         Path(cache.path, name).write_text("")
-        os.utime(Path(cache.path, name), (old, old))
-    Path(cache.path, "d.h.lock").mkdir()
-    os.utime(Path(cache.path, "d.h.lock"), (old, old))
+        _age(Path(cache.path, name), _cache.STALE_SECONDS + 10)
     scandir = os.scandir
-    vanishing = Path(cache.path, "a.h.lock")
+    vanishing = Path(cache.path, f"{K[0]}.h.lock")
+    unlink = os.unlink
 
     def racing(path: str) -> Any:
         vanishing.write_text("")  # listed first ...
         listed = sorted(scandir(path), key=lambda entry: entry.name)
-        vanishing.unlink()  # ... and gone before it is looked at
-        return iter(listed)
+        unlink(vanishing)  # ... and gone before it is looked at
+
+        class Listing(list):  # type: ignore[type-arg]
+            def __enter__(self) -> Any:
+                return iter(self)
+
+            def __exit__(self, *exc: object) -> None:
+                pass
+
+        return Listing(listed)
+
+    def gone_first(path: str) -> None:
+        unlink(path)  # another rank was quicker
+        unlink(path)
 
     monkeypatch.setattr(_cache.os, "scandir", racing)
+    monkeypatch.setattr(_cache.os, "unlink", gone_first)
     cache.prune()
-    assert sorted(os.listdir(cache.path)) == ["d.h.lock"]
+    assert sorted(os.listdir(cache.path)) == []
+
+
+USER_FILES = {"results.json": b'{"loss": 1.5}\n', "a.lock": b"", "old.tmp": b"x",
+              f"{'AB' * 16}.json": b"{}", "notes": b"mine"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    ["user files", "a folder", "a link named like an entry", "a folder so named"],
+)
+def test_a_directory_holding_anything_else_is_used_and_never_pruned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreign: str
+) -> None:
+    """ROCM_HWQ_AUTOSET_CACHE_DIR=~/runs deleted the user's *.json, *.lock and
+    *.tmp files (issue #23): in a directory the cache does not hold alone,
+    nothing is removed, not even what has the cache's own names (a user's
+    files may be named by a hash too)."""
+    monkeypatch.setattr(_cache, "MAX_ENTRIES", 1)
+    folder = tmp_path / "runs"
+    folder.mkdir(mode=0o700)
+    for name, data in USER_FILES.items():
+        (folder / name).write_bytes(data)
+    if foreign == "a folder":
+        (folder / "logs").mkdir()
+    elif foreign == "a link named like an entry":
+        for name in USER_FILES:
+            (folder / name).unlink()
+        (tmp_path / "target").write_text("")
+        (folder / f"{K[3]}.json").symlink_to(tmp_path / "target")
+    elif foreign == "a folder so named":
+        for name in USER_FILES:
+            (folder / name).unlink()
+        (folder / f"{K[3]}.h.lock").mkdir()
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for path in folder.iterdir():
+        _age(path, _cache.STALE_SECONDS + 3600)
+    stale_lock = folder / f"{K[2]}.{_cache.host()}.lock"  # of the form, aged
+    stale_lock.write_text("")
+    _age(stale_lock, _cache.STALE_SECONDS + 3600)
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
+    assert cache is not None and problem == ""
+    for k in K[:3]:  # used: over the bound of 1
+        cache.store(k, RESULT, NO_DEPS)
+        assert cache.lookup(k, {}) == ((INPUTS, SETTINGS), "hit")
+    cache.prune()
+    after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    assert {n: d for n, d in after.items() if n in before} == before  # byte for byte
+    assert stale_lock.exists()
+    assert {f"{k}.json" for k in K[:3]} <= set(after)
+    assert (tmp_path / "target").exists() or foreign != "a link named like an entry"
+
+
+def test_the_names_of_the_cache(cache: Cache) -> None:
+    k, h = "0123456789abcdef" * 2, _cache.host()
+    ours = [f"{k}.json", f"{k}.{h}.lock", f"{k}.{h}.result", f"{k}.{h}.check",
+            f"{k}.json.{h}.12.tmp", f"{k}.{h}.result.{h}.3.tmp",
+            Path(cache.lock_file(k)).name, Path(cache.result_file(k)).name,
+            Path(cache.check_lock_file(k)).name]  # fmt: skip
+    for name in ours:
+        assert _cache.OWN_NAME.fullmatch(name), name
+    for name in ("results.json", "a.lock", "old.tmp", f"{k}.lock", f"{k[:31]}.json",
+                 f"{k.upper()}.json", f"{k}.json.tmp", f"{k}.{h}.lock.tmp",
+                 f"{k}.{h}.pid.tmp", f"x{k}.json", f"{k}.json~",
+                 f"{k}.{'h' * 65}.lock"):  # fmt: skip
+        assert not _cache.OWN_NAME.fullmatch(name), name
 
 
 def test_a_link_planted_where_an_entry_is_written_is_never_followed(
@@ -303,18 +405,136 @@ def test_a_cache_that_cannot_be_written_raises_os_error(cache: Cache) -> None:
 
 def test_a_published_answer_changes_identity_each_time(cache: Cache) -> None:
     assert cache.published("k") == (None, None)
-    cache.publish("k", {"error": "no"})
+    cache.publish("k", {"error": "no"}, NO_DEPS)
     assert os.listdir(cache.path) == [f"k.{_cache.host()}.result"]
     first, doc = cache.published("k")
-    assert doc == {"error": "no"} and first is not None
-    cache.publish("k", {"error": "no"})
+    assert first is not None
+    assert doc == {"format": _cache.FORMAT, "key": "k", "answer": {"error": "no"},
+                   "deps": NO_DEPS}  # fmt: skip
+    cache.publish("k", {"error": "no"}, NO_DEPS)
     second, _ = cache.published("k")
     assert second != first
 
 
-def test_an_answer_over_a_megabyte_is_not_taken(cache: Cache) -> None:
-    cache.publish("k", {"error": "x" * (1 << 20)})
+def test_an_answer_over_the_bound_of_an_entry_is_not_taken(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 1 << 10)
+    cache.publish("k", {"error": "x" * (1 << 10)}, NO_DEPS)
     assert cache.published("k") == (None, None)
+
+
+PEER = {**RESULT, "how": "evaluated"}
+
+
+@pytest.mark.parametrize(
+    ("change", "taken"),
+    [
+        ("nothing", True),
+        ("the variable it read", False),
+        ("another key", False),
+        ("another format", False),
+        ("no deps", False),
+        ("deps of the wrong types", False),
+        ("not a result", False),
+        ("an error", True),
+        ("not a document", False),
+    ],
+)
+def test_a_peers_answer_is_checked_as_an_entry(
+    cache: Cache, change: str, taken: bool
+) -> None:
+    """The second of two launches at once took the first's answer unchecked,
+    even with another environment (issue #23): now only if it is for the same
+    key and nothing its evaluation read differs here."""
+    deps: Any = {**NO_DEPS, "env": {"MY_CP": "1"}}
+    answer: Any = dict(PEER)
+    environ = {"MY_CP": "1"}
+    key = K[0]
+    if change == "the variable it read":
+        environ = {"MY_CP": "2"}
+    elif change == "another key":
+        key = K[1]
+    elif change == "no deps":
+        deps = None
+    elif change == "deps of the wrong types":
+        deps = {**NO_DEPS, "files": [[1, 2]]}
+    elif change == "not a result":
+        answer = {"inputs": "tp=x", "settings": {}}
+    elif change == "an error":
+        answer = {"error": "no", "source": "", "how": "evaluated"}
+    cache.publish(key, answer, deps)
+    _, doc = cache.published(key)
+    if change == "another format":
+        doc["format"] = 0
+    elif change == "not a document":
+        doc = ["a list"]
+    expected = json.loads(json.dumps(answer)) if taken else None
+    assert cache.peer_answer(doc, K[0], environ) == expected
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "nested 100,000 deep",
+        "deps nested 100,000 deep",
+        "out of memory",
+        "files of the wrong types",
+        "dirs of the wrong types",
+        "lists of the wrong types",
+        "env of the wrong types",
+        "result of the wrong types",
+        "a list",
+        "a number",
+        "format a list",
+    ],
+)
+def test_a_hostile_entry_is_a_corrupt_entry(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch, hostile: str
+) -> None:
+    """Any failure reading or checking an entry means evaluating as without
+    it: an entry nested 100,000 deep raised RecursionError, and every launch
+    said "internal error; nothing set" (issue #23)."""
+    doc: Any = {"format": _cache.FORMAT, "result": RESULT, "deps": NO_DEPS}
+    text = ""
+    if hostile == "nested 100,000 deep":
+        text = nested(100_000)
+    elif hostile == "deps nested 100,000 deep":
+        text = json.dumps(doc).replace('"files":[]', '"files":' + nested(100_000))
+        text = text.replace('"files": []', '"files": ' + nested(100_000))
+        assert "[[[[" in text
+    elif hostile == "out of memory":
+
+        def exhausted(data: Any) -> Any:
+            raise MemoryError
+
+        monkeypatch.setattr(_cache.json, "loads", exhausted)
+    elif hostile.endswith("of the wrong types"):
+        part = hostile.split()[0]
+        wrong: Any = {"files": [["/x", "a", "b", "c"]], "dirs": [5], "lists": {"a": 1},
+                      "env": [["A", "1"]], "result": {"inputs": 5}}[part]  # fmt: skip
+        if part == "result":
+            doc["result"] = wrong
+        else:
+            doc["deps"] = {**NO_DEPS, part: wrong}
+    elif hostile == "a list":
+        doc = [doc]
+    elif hostile == "a number":
+        doc = 7
+    else:
+        doc["format"] = [1]
+    Path(cache.entry("k")).write_text(text or json.dumps(doc))
+    os.chmod(cache.entry("k"), 0o600)
+    assert cache.lookup("k", {})[0] is None
+    assert cache.lookup("k", {})[1] in ("entry ignored: corrupt",
+                                        "entry of another format")  # fmt: skip
+    Path(cache.result_file("k")).write_text(text or json.dumps(doc))
+    _, published = cache.published("k")
+    assert cache.peer_answer(published, "k", {}) is None
 
 
 @pytest.mark.parametrize(

@@ -372,8 +372,8 @@ def test_nothing_is_stored_when_what_it_read_changed_during_it(
 def test_an_entry_is_not_stored_when_its_record_changed_during(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The child's share step: :class:`ChangedDuring` stores nothing, while the
-    answer still goes to the waiting ranks."""
+    """The child's share step: :class:`ChangedDuring` stores nothing; the
+    answer is still published, without a record, so no waiting rank takes it."""
     folder = tmp_path / "cache"
     folder.mkdir(mode=0o700)
     cache = _cache.Cache(str(folder))
@@ -386,7 +386,10 @@ def test_an_entry_is_not_stored_when_its_record_changed_during(
     doc = {"inputs": "x", "settings": {}, "how": "evaluated"}
     _child._share(cache, "k", doc, recorder)
     assert not Path(cache.entry("k")).exists()
-    assert cache.published("k")[1] == doc
+    published = cache.published("k")[1]
+    assert published["answer"] == doc and published["deps"] is None
+    # No record of what it read: a waiting rank cannot check it, so evaluates.
+    assert cache.peer_answer(published, "k", {}) is None
 
 
 LISTINGS = ["os.listdir('.')", "os.listdir()", "list(os.scandir('.'))",

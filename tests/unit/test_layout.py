@@ -28,14 +28,16 @@ LAYERS = {
     "_evaluation.result_text": 2,
     # the decision, the public API, the cache of evaluations
     "_decision": 3, "_api": 3, "_evaluation.cache": 3,
-    # the --module evaluation: the parent's side, the child's side
-    "_evaluation.parent": 4, "_evaluation.child": 4,
-    # the start-up hook, then the gate every process passes
-    "_hook": 5, "__init__": 6,
+    # the --module evaluation: the process starts a launcher makes, watched;
+    # then the parent's side
+    "_evaluation.spawns": 4, "_evaluation.parent": 5,
+    # the start-up hook, then the gate every process passes, and the child's
+    # side (its background check says its line as the hook says its own)
+    "_hook": 6, "__init__": 7, "_evaluation.child": 7,
     # the command line: shared, commands, dispatcher
-    "_cli._common": 7, "_cli.term": 7,
-    "_cli.explain": 8, "_cli.doctor": 8, "_cli.verify": 8,
-    "_cli.__init__": 9, "__main__": 10,
+    "_cli._common": 8, "_cli.term": 8,
+    "_cli.explain": 9, "_cli.doctor": 9, "_cli.verify": 9,
+    "_cli.__init__": 10, "__main__": 11,
 }  # fmt: skip
 
 

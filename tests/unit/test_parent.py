@@ -23,6 +23,7 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import spawns
 from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._evaluation.result_text import encode_inputs
 from rocm_hwq_autoset._model import Inputs
@@ -120,7 +121,7 @@ def popen_args(env: Any) -> tuple[Any, ...]:
     return ("python", ["python", "-m", "torchtitan.train"], None, env)
 
 
-@pytest.mark.parametrize("event", sorted(parent.SPAWN_EVENTS))
+@pytest.mark.parametrize("event", sorted(spawns.SPAWN_EVENTS))
 def test_every_process_start_waits_once(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied], event: str
 ) -> None:
@@ -463,7 +464,9 @@ def test_functions_that_read_the_environment_first_wait_first(
     event: the wrapper waits first, and a mapping of their own gets the value."""
     w, evaluation, _ = waiter
     seen: list[Any] = []
-    wrapped = w._waiting_first(lambda *args, **kwargs: seen.append((args, kwargs)))
+    wrapped = w.wrappers.waiting_first(
+        lambda *args, **kwargs: seen.append((args, kwargs))
+    )
     env: dict[str, str] = {}
     wrapped("/bin/true", ["true"], env)
     assert evaluation.calls == ["result"] and env == Q8
@@ -919,30 +922,44 @@ def starting(
 ) -> Any:
     """``start`` with this process's environment made the fake child's, a cache
     of its own, and the waiter recorded; returns a function that runs it and
-    gives the lines applied, the waiter (or None) and the child's arguments."""
+    gives the lines applied, the waiter or the background check (or None) and
+    the child's arguments. What ``start`` registers for the exit runs at the
+    test's end."""
     for name, value in fake_child.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("ROCM_HWQ_AUTOSET_CACHE", raising=False)
     monkeypatch.setattr(parent, "Waiter", Installed)
     monkeypatch.setattr(Installed, "made", [])
+    exits: list[Any] = []
+    monkeypatch.setattr(parent.atexit, "register", exits.append)
 
-    def run(launch: Launch) -> tuple[list[Outcome], Installed | None, list[str]]:
+    def run(launch: Launch) -> tuple[list[Outcome], Any, list[str]]:
         applied = Applied()
+        exits.clear()
         parent.start(launch, applied)
         assert all(environs == () for _, environs, _ in applied.calls)
         said = [outcome for outcome, _, _ in applied.calls]
         if not Installed.made:
-            assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
-            return said, None, []
+            checks = [getattr(f, "__self__", None) for f in exits]
+            if not checks:
+                assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
+                return said, None, []
+            [check] = checks
+            assert isinstance(check, parent.Check)
+            check.child.wait(30)
+            child = started(fake_child)[-1]
+            return said, check, child["argv"]
         [waiter] = Installed.made
         assert waiter.installed and waiter.launch is launch
         assert waiter.apply is applied
         assert waiter.evaluation.result() == (EVALUATED, False)
-        [child] = started(fake_child)
+        child = started(fake_child)[-1]
         return said, waiter, child["argv"]
 
-    return run
+    yield run
+    for at_exit in exits:
+        at_exit()
 
 
 def test_start_with_no_entry_starts_the_child_and_waits_later(
@@ -958,27 +975,149 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
                     "--key", cache_key, "--", *ARGS]  # fmt: skip
 
 
-def test_start_with_an_entry_applies_it_and_starts_nothing(
-    starting: Any, tmp_path: Path
-) -> None:
+def store_entry(deps: dict[str, Any] | None = None) -> Cache:
     from rocm_hwq_autoset._evaluation.cache import open_cache
     from rocm_hwq_autoset._evaluation.result_text import encode_result
 
     cache, _ = open_cache(os.environ)
     assert cache is not None
     no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
-    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED), no_deps)
-    said, waiter, _ = starting(pending())
+    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED),
+                deps or no_deps)  # fmt: skip
+    return cache
+
+
+def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
+    starting: Any, tmp_path: Path
+) -> None:
+    cache = store_entry()
+    said, check, argv = starting(pending())
     [outcome] = said
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
     assert outcome.message.endswith(", from the cached --module/--config evaluation")
-    assert outcome.inputs == INPUTS and waiter is None
+    assert outcome.inputs == INPUTS and isinstance(check, parent.Check)
+    cache_key = parent.key(ARGS, os.environ)
+    assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
+                        "--key", cache_key, "--check", encode_inputs(INPUTS),
+                        "--say"]  # fmt: skip
+    assert argv[10:] == ["--", *ARGS]
+    [child] = started(dict(os.environ))
+    assert child["switch"] == "0" and child["pgid"] == child["pid"]  # its own group
+    assert child["queues"] is None  # the environment before the value was set
     # What the entry depended on changed: said, and evaluated again.
-    stale = dict(no_deps, env={"MY_DEGREE": "2"})
-    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED), stale)
+    store_entry({"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}})
     said, waiter, argv = starting(pending())
     assert [o.message for o in said] == ["cache: stale: MY_DEGREE changed; evaluating"]
-    assert waiter is not None and "--cache" in argv
+    assert isinstance(waiter, Installed) and "--check" not in argv
+
+
+@pytest.mark.parametrize(
+    ("variables", "checked", "said"),
+    [
+        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, True, False),
+        ({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, True, True),
+        ({"LOCAL_RANK": "0"}, True, True),
+        ({"LOCAL_RANK": "1"}, False, False),  # local rank 0 checks for the node
+        ({"LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, False, False),
+    ],
+)  # fmt: skip
+def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
+    starting: Any, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str],
+    checked: bool, said: bool,
+) -> None:  # fmt: skip
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    store_entry()
+    outcomes, check, argv = starting(pending())
+    assert [o.queues for o in outcomes if o.queues] in ([8], [])
+    assert (check is not None) is checked
+    assert ("--say" in argv) is said
+
+
+def test_a_check_that_cannot_start_leaves_the_cached_value(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_entry()
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parent.subprocess, "Popen", refused)
+    fds = sorted(os.listdir("/proc/self/fd"))
+    said, check, _ = starting(pending())
+    assert check is None
+    assert [(o.level, o.queues) for o in said] == [("set", 8), ("skip", None)]
+    assert said[1].message == (
+        "cache: the background check cannot start: [Errno 11] Resource temporarily"
+        " unavailable; the cached value stays"
+    )
+    assert sorted(os.listdir("/proc/self/fd")) == fds  # its copy of stderr closed
+
+
+def test_the_check_ends_with_its_launcher(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At exit the check's whole group is ended, however far it got; a copy
+    of this process made by fork lets go of the pipe it watches."""
+    monkeypatch.setenv("FAKE_CHILD_SLEEP", "30")
+    monkeypatch.setenv("FAKE_CHILD_GRANDCHILD", "1")
+    store_entry()
+    exits: list[Any] = []
+    monkeypatch.setattr(parent.atexit, "register", exits.append)
+    applied = Applied()
+    parent.start(pending(), applied)
+    [at_exit] = exits
+    check = at_exit.__self__
+    deadline = time.monotonic() + 10
+    while (
+        time.monotonic() < deadline and not Path(os.environ["FAKE_CHILD_LOG"]).exists()
+    ):
+        time.sleep(0.02)
+    [record] = started(dict(os.environ))
+    check.forked()  # in the owner: nothing
+    assert check.child.poll() is None
+    start = time.monotonic()
+    at_exit()
+    assert check.child.returncode == -signal.SIGKILL
+    assert time.monotonic() - start < 3
+    assert _gone_within([record["pid"], record["grandchild"]], 5)
+
+
+def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
+    """The real start in a process of its own, with the fake child as the
+    check: what it writes on the descriptor it is given reaches the launcher's
+    stderr, and nothing else of it does."""
+    from rocm_hwq_autoset._evaluation.cache import key as cache_key
+    from rocm_hwq_autoset._evaluation.result_text import encode_result
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    entry = encode_result(*EVALUATED)
+    script = (
+        "import os, sys, time\n"
+        "from rocm_hwq_autoset import _hook\n"
+        "from rocm_hwq_autoset._argv import Launch\n"
+        "from rocm_hwq_autoset._evaluation import parent\n"
+        "parent.CHILD = 'tests.fake_child'\n"
+        "from rocm_hwq_autoset._evaluation.cache import Cache, key\n"
+        f"args = {ARGS!r}\n"
+        f"Cache({str(cache)!r}).store(key(args, os.environ), {entry!r},"
+        " {'env': {}, 'files': [], 'dirs': [], 'lists': []})\n"
+        "parent.start(Launch('module', args, True), _hook.apply)\n"
+        "time.sleep(3)\n"
+    )
+    assert cache_key  # the key is the script's own: its cwd, its interpreter
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache),
+                     "FAKE_CHILD_STDERR": "never seen\n",
+                     "FAKE_CHILD_SAY": "rocm-hwq-autoset: the check's line\n",
+                     })  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (")
+    assert lines[1:] == ["rocm-hwq-autoset: the check's line"]
 
 
 @pytest.mark.parametrize(
@@ -1127,3 +1266,83 @@ def test_evaluate_when_no_child_can_start(
         "cannot start the evaluation: [Errno 2] No such file or directory:"
         " '/nonexistent/python'"
     )
+
+
+# The whole of it: the installed hook, the real child, the stand-in torchtitan.
+
+#: A recipe whose degree comes from a file read only by os.path.exists, which
+#: no recording sees (no audit event): only the background check can tell.
+EXISTS_RECIPE = """
+import os
+from torchtitan.experiments.graph_trainer import trainer_config
+def flag():
+    tp = 2 if os.path.exists("tp2.flag") else 1
+    return trainer_config("m", "f", moe=False, tensor_parallel_degree=tp)
+"""
+#: A torchtitan program that reports its value, then lives until the entry
+#: changed (the background check stored its answer) and a little longer, or
+#: 30 s: a training run outlives its check; the probes in the tests' launches
+#: end before it.
+WAITING = """
+import glob, json, os, sys, time
+try:
+    import torch  # torchtitan's first import: a pending value is waited for here
+except ImportError:
+    pass
+print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES")}), flush=True)
+def stamp():
+    return [os.stat(p).st_mtime_ns for p in glob.glob(os.environ["CACHE"] + "/*.json")]
+first, deadline = stamp(), time.monotonic() + 30
+if first:  # a hit: its check runs
+    while stamp() == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+"""
+
+
+def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
+    tmp_path: Path,
+) -> None:
+    """First launch Q = 4; a file the recipe tests with os.path.exists appears;
+    the relaunch hits and gets 4, and its check says in that launch that a
+    fresh evaluation gives 8; the next launch gets 8, and says nothing more."""
+    from ..standin import write_standin
+
+    standin = write_standin(tmp_path / "standin")
+    (standin / "torchtitan" / "wait.py").write_text(WAITING)
+    work = tmp_path / "work"
+    (work / "exists_recipes").mkdir(parents=True)
+    (work / "exists_recipes" / "__init__.py").write_text("")
+    (work / "exists_recipes" / "config_registry.py").write_text(EXISTS_RECIPE)
+    cache = tmp_path / "cache"
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(standin),
+                     "ROCM_HWQ_AUTOSET": "force", "CACHE": str(cache),
+                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)})  # fmt: skip
+
+    def launch() -> tuple[str, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "torchtitan.wait", "--module", "exists_recipes",
+             "--config", "flag"], cwd=work, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return json.loads(done.stdout)["queues"], done.stderr.splitlines()
+
+    streams = "compute, all_reduce, fsdp_comm, cudagraph_capture"
+    assert launch() == ("4", [f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams:"
+                              f" {streams})"])  # fmt: skip
+    cached = (f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: {streams}),"
+              " from the cached --module/--config evaluation")  # fmt: skip
+    assert launch() == ("4", [cached])  # the check agrees: nothing more
+    (work / "tp2.flag").write_text("")
+    queues, said = launch()
+    assert queues == "4"  # the hit, at once
+    assert said[1:] == [
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
+        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
+        " cudagraph_capture); the cache now holds 8 for the next launch"
+    ]
+    queues, said = launch()
+    assert queues == "8" and len(said) == 1
+    assert said[0].endswith(", from the cached --module/--config evaluation")
