@@ -174,9 +174,15 @@ TOML_FORM, MODULE_FORM = "toml", "module"
 class Launch:
     """A torchtitan training launch: a TOML job config, or ``--module``/``--config``."""
 
-    __slots__ = ("args", "form", "in_process")
+    __slots__ = ("args", "form", "in_process", "program")
 
-    def __init__(self, form: str, args: Sequence[str], in_process: bool) -> None:
+    def __init__(
+        self,
+        form: str,
+        args: Sequence[str],
+        in_process: bool,
+        program: tuple[str, str] = ("module", "torchtitan.train"),
+    ) -> None:
         self.form = form
         """``toml`` or ``module``."""
         self.args = tuple(args)
@@ -184,6 +190,10 @@ class Launch:
         self.in_process = in_process
         """Whether the training runs in this process (``python -m
         torchtitan.train``), not in workers it starts (torchrun)."""
+        self.program = program
+        """The program that runs the training, as :func:`program` names it
+        (``("module", M)``, ``("script", PATH)`` ...): it decides where that
+        interpreter imports from first."""
 
     def __repr__(self) -> str:
         return f"Launch({self.form!r}, {self.args!r}, in_process={self.in_process})"
@@ -214,17 +224,21 @@ def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | 
             return None
         kind, name, args = ran
         in_process = False
-    return launch_in(args, is_torchtitan(kind, name), in_process)
+    return launch_in(args, (kind, name), in_process)
 
 
-def launch_in(args: Sequence[str], torchtitan: bool, in_process: bool) -> Launch | None:
+def launch_in(
+    args: Sequence[str],
+    prog: tuple[str, str] = ("module", "torchtitan.train"),
+    in_process: bool = True,
+) -> Launch | None:
     """The launch that training arguments ``args`` make for a program that is
     torchtitan's or not, else None; the commands read their training arguments
     here too, as ``python -m torchtitan.train``'s. ``ConfigError`` for both
     forms at once (see :func:`find_launch`)."""
     toml = next((a for a in args if _is_flag(a, CONFIG_FILE_FLAGS)), None)
     module = None
-    if torchtitan:
+    if is_torchtitan(*prog):
         module = next(
             (a for a in args if _is_flag(a, (MODULE_FLAG, CONFIG_FLAG))), None
         )
@@ -235,9 +249,9 @@ def launch_in(args: Sequence[str], torchtitan: bool, in_process: bool) -> Launch
             f"{module.partition('=')[0]} and {toml.partition('=')[0]}",
         )
     if toml is not None:
-        return Launch(TOML_FORM, args, in_process)
+        return Launch(TOML_FORM, args, in_process, prog)
     if module is not None:
-        return Launch(MODULE_FORM, args, in_process)
+        return Launch(MODULE_FORM, args, in_process, prog)
     return None
 
 

@@ -132,7 +132,7 @@ def launch_of(training: Sequence[str]) -> Launch:
     it in such a process (``_argv.launch_in``), else torchtitan's defaults (and
     the flags given) as a TOML launch without a file. ``ConfigError`` for both
     forms at once."""
-    return launch_in(training, True, True) or Launch(TOML_FORM, training, True)
+    return launch_in(training) or Launch(TOML_FORM, training, True)
 
 
 #: What ``doctor`` says of a launch it checked as the hook would on ROCm.

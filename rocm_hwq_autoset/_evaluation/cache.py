@@ -92,17 +92,23 @@ def location(environ: Mapping[str, str]) -> str:
     return os.path.join(home, ".cache", NAME)
 
 
-def key(args: Sequence[str], environ: Mapping[str, str]) -> str:
+def key(
+    args: Sequence[str],
+    environ: Mapping[str, str],
+    interpreter: tuple[Sequence[str], str | None] = ((), None),
+) -> str:
     """What a launch must match exactly to use an entry, hashed: 32 hex digits.
     The entry's format; the interpreter, by its real path, ``sys.prefix`` and
     version (``venv/bin/python``, ``python3`` and a console script's shebang
     share entries; two venvs of one Python do not); the working directory, the
     arguments and :data:`KEY_VARIABLES` (the visible GPUs by how many each
     lists, not which: ranks bound to one GPU each share an entry), in that
-    order; JSON escapes every character that is not ASCII (an argument of
-    undecodable bytes too)."""
+    order; the interpreter's options that change where imports come from and
+    the first ``sys.path`` entry it puts (``parent.interpreter_of``). JSON
+    escapes every character that is not ASCII (an argument of undecodable bytes
+    too)."""
     fields = [FORMAT, os.path.realpath(sys.executable), sys.prefix, sys.version,
-              os.getcwd(), list(args),
+              os.getcwd(), list(args), list(interpreter[0]), interpreter[1],
               [_devices(environ.get(name)) if name in DEVICES else environ.get(name)
                for name in KEY_VARIABLES]]  # fmt: skip
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]

@@ -360,6 +360,8 @@ def main(argv: Sequence[str]) -> int:
     """``[--parent PID] [--cache DIR --key KEY [--check INPUTS [--say FD]]] --
     ARGS`` in; one JSON line out (a check: at most one line on ``FD``)."""
     options, args = _split(list(argv))
+    if "--path0" in options or "--no-path0" in options:
+        imports_from(options.get("--path0"))
     if "--parent" in options:
         watch(int(options["--parent"]))
     if "--check" in options:
@@ -550,6 +552,18 @@ def _check_timed_out(options: dict[str, str], seconds: float) -> Any:
         _end_group()
 
     return timed_out
+
+
+def imports_from(path0: str | None) -> None:
+    """``sys.path`` as the training's interpreter has it (``--path0 DIR`` or
+    ``--no-path0 1``; without either, the child keeps its own): ``-m`` put this
+    directory first (unless in safe-path or isolated mode, where the child was
+    started as the training is); the training's own first entry instead, if it
+    has one (``parent.interpreter_of``)."""
+    if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):
+        del sys.path[0]
+    if path0 is not None:
+        sys.path.insert(0, path0)
 
 
 def _split(argv: list[str]) -> tuple[dict[str, str], list[str]]:

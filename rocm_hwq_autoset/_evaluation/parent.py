@@ -88,6 +88,59 @@ REAP_SECONDS = 1.0
 STORE_SECONDS = 2.0
 
 
+#: The interpreter options that change where imports come from, and the first
+#: ``sys.path`` entry the interpreter puts before the rest (None: none).
+Interpreter = tuple[tuple[str, ...], "str | None"]
+
+
+def interpreter_of(launch: Launch, environ: Mapping[str, str]) -> Interpreter:
+    """How the interpreter that runs the training finds modules, so that the
+    child imports the recipe, its helpers and torchtitan from where the
+    training will: its options ``-I``, ``-E``, ``-s``, ``-P`` (this process's,
+    when the training runs here; torchrun starts its workers with none), and
+    what goes first on ``sys.path``: the script's directory (symlinks
+    resolved, as CPython does), the working directory for ``-m`` and ``-c``,
+    nothing in safe-path or isolated mode."""
+    kind, name = launch.program
+    if launch.in_process:
+        flags = tuple(
+            flag
+            for flag, on in (
+                ("-I", sys.flags.isolated),
+                ("-E", sys.flags.ignore_environment),
+                ("-s", sys.flags.no_user_site),
+                ("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+
+            )
+            if on
+        )
+        safe = bool(sys.flags.isolated or getattr(sys.flags, "safe_path", False))
+    else:  # a worker: ``python -u PROGRAM``, in this environment
+        flags = ()
+        safe = sys.version_info >= (3, 11) and bool(environ.get("PYTHONSAFEPATH"))
+    if safe:
+        return flags, None
+    if kind == "script":
+        return flags, os.path.dirname(os.path.realpath(name))
+    return flags, os.getcwd()
+
+
+def launch_key(launch: Launch, environ: Mapping[str, str]) -> str:
+    """The cache's key for this launch: its arguments, in this environment,
+    run by the interpreter that runs the training (:func:`interpreter_of`)."""
+    return key(launch.args, environ, interpreter_of(launch, environ))
+
+
+def child_command(interpreter: Interpreter | None, *options: str) -> list[str]:
+    """``python [OPTIONS] -m CHILD OPTIONS [--path0 DIR | --no-path0 1]``: the
+    child's own interpreter, told where the training's imports come from first
+    (None: as a ``python -m`` in this directory, the child's own)."""
+    if interpreter is None:
+        return [sys.executable, "-m", CHILD, *options]
+    flags, path0 = interpreter
+    where = ["--no-path0", "1"] if path0 is None else ["--path0", path0]
+    return [sys.executable, *flags, "-m", CHILD, *options, *where]
+
+
 class Evaluation:
     """One child interpreter evaluating ``--module``/``--config`` arguments."""
 
@@ -97,15 +150,17 @@ class Evaluation:
         environ: Mapping[str, str],
         cache: Cache | None = None,
         cache_key: str = "",
+        interpreter: Interpreter | None = None,
     ) -> None:
         self.timeout, problem = timeout(environ)
         if problem is not None:
             raise ConfigError(problem, TIMEOUT)
         self.deadline = time.monotonic() + self.timeout
         self.owner = os.getpid()
-        command = [sys.executable, "-m", CHILD, "--parent", str(self.owner)]
+        options = ["--parent", str(self.owner)]
         if cache is not None:
-            command += ["--cache", cache.path, "--key", cache_key]
+            options += ["--cache", cache.path, "--key", cache_key]
+        command = child_command(interpreter, *options)
         # The child sees what the training sees: the same GPUs, this directory
         # (recipe modules outside torchtitan import from it). Its own session,
         # so that ending it ends anything it started; stdin is the pipe it
@@ -247,7 +302,8 @@ def lookup_or_spawn(
             cache, problem = open_cache(environ)
         except ConfigError as exc:
             unreadable = exc
-    found = Found(cache, key(launch.args, environ))
+    runs = interpreter_of(launch, environ)
+    found = Found(cache, launch_key(launch, environ))
     found.unreadable, found.problem = unreadable, problem
     if cache is not None:
         hit, found.missed = cache.lookup(found.key, environ)
@@ -255,7 +311,7 @@ def lookup_or_spawn(
             found.hit = hit
             return found
     try:
-        found.evaluation = Evaluation(launch.args, environ, cache, found.key)
+        found.evaluation = Evaluation(launch.args, environ, cache, found.key, runs)
     except (OSError, ConfigError) as exc:
         found.error = ConfigError(f"cannot start the evaluation: {exc}")
     return found
@@ -335,11 +391,11 @@ class Check:
         self.owner = os.getpid()
         level, _ = log_level(environ)
         say = -1 if level == QUIET else _copy_of_stderr()
-        command = [sys.executable, "-m", CHILD, "--parent", str(self.owner),
-                   "--cache", cache.path, "--key", cache_key,
-                   "--check", encode_inputs(cached[0])]  # fmt: skip
+        options = ["--parent", str(self.owner), "--cache", cache.path,
+                   "--key", cache_key, "--check", encode_inputs(cached[0])]  # fmt: skip
         if say >= 0:
-            command += ["--say", str(say)]
+            options += ["--say", str(say)]
+        command = child_command(interpreter_of(launch, environ), *options)
         try:
             self.child = subprocess.Popen(
                 [*command, "--", *launch.args],

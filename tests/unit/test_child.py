@@ -771,3 +771,59 @@ def test_a_stale_entry_the_check_cannot_correct_is_removed(
         "; the cache no longer holds it: the next launch evaluates again\n"
     ), said
     assert entry(flagged) is None
+
+
+# The child imports from where the training's interpreter does.
+
+SHADOW = """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def c():
+    return trainer_config("my_model", "big", moe=False, context_parallel_degree={cp})
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("program", "interpreter", "cp"),
+    [
+        # python /src/torchtitan/train.py: the script's folder first, not this
+        # directory: the recipe comes from PYTHONPATH (cp 1).
+        (("script", "{titan}/train.py"), None, 1),
+        # python -m torchtitan.train: this directory first (cp 2).
+        (("module", "torchtitan.train"), None, 2),
+        # python -P -m torchtitan.train (3.11+): nothing first (cp 1).
+        (("module", "torchtitan.train"), (("-P",), None), 1),
+    ],
+)  # fmt: skip
+def test_the_child_imports_from_where_the_training_does(
+    world: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    program: tuple[str, str], interpreter: Any, cp: int,
+) -> None:  # fmt: skip
+    """Was: the child always put its working directory first (``python -m``),
+    whatever the training's interpreter puts there: a recipe shadowed in the
+    working directory gave the training one config and the hook another."""
+    from rocm_hwq_autoset._argv import Launch
+    from rocm_hwq_autoset._evaluation import parent
+
+    if interpreter is not None and sys.version_info < (3, 11):
+        pytest.skip("-P is Python 3.11's")
+    for folder, degree in ((Path(world["WORK"]), 2), (tmp_path / "other", 1)):
+        (folder / "rec").mkdir(parents=True)
+        (folder / "rec" / "__init__.py").write_text("")
+        (folder / "rec" / "config_registry.py").write_text(SHADOW.format(cp=degree))
+    titan = tmp_path / "standin" / "torchtitan"
+    kind, name = program
+    launch = Launch("module", ["--module", "rec", "--config", "c"], True,
+                    (kind, name.format(titan=titan)))  # fmt: skip
+    environ = dict(world, PYTHONPATH=os.pathsep.join(
+        [world["PYTHONPATH"], str(tmp_path / "other")]))  # fmt: skip
+    monkeypatch.chdir(world["WORK"])
+    runs = interpreter or parent.interpreter_of(launch, environ)
+    evaluation = parent.Evaluation(launch.args, environ, None, "", runs)
+    try:
+        result, _ = evaluation.result()
+    finally:
+        evaluation.settle()
+    assert not isinstance(result, ConfigError), result
+    assert result[0].cp == cp

@@ -970,9 +970,10 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
     assert [(o.level, o.message) for o in said] == [
         ("skip", "cache: no entry; evaluating")
     ]
-    cache_key = parent.key(ARGS, os.environ)
+    cache_key = parent.launch_key(pending(), os.environ)
     assert argv == ["--parent", str(os.getpid()), "--cache", str(tmp_path / "cache"),
-                    "--key", cache_key, "--", *ARGS]  # fmt: skip
+                    "--key", cache_key, "--path0", os.getcwd(),
+                    "--", *ARGS]  # fmt: skip
 
 
 def store_entry(deps: dict[str, Any] | None = None) -> Cache:
@@ -982,7 +983,7 @@ def store_entry(deps: dict[str, Any] | None = None) -> Cache:
     cache, _ = open_cache(os.environ)
     assert cache is not None
     no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
-    cache.store(parent.key(ARGS, os.environ), encode_result(*EVALUATED),
+    cache.store(parent.launch_key(pending(), os.environ), encode_result(*EVALUATED),
                 deps or no_deps)  # fmt: skip
     return cache
 
@@ -996,11 +997,11 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
     assert outcome.message.endswith(", from the cached --module/--config evaluation")
     assert outcome.inputs == INPUTS and isinstance(check, parent.Check)
-    cache_key = parent.key(ARGS, os.environ)
+    cache_key = parent.launch_key(pending(), os.environ)
     assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
                         "--key", cache_key, "--check", encode_inputs(INPUTS),
                         "--say"]  # fmt: skip
-    assert argv[10:] == ["--", *ARGS]
+    assert argv[10:] == ["--path0", os.getcwd(), "--", *ARGS]
     [child] = started(dict(os.environ))
     assert child["switch"] == "0" and child["pgid"] == child["pid"]  # its own group
     assert child["queues"] is None  # the environment before the value was set
@@ -1101,9 +1102,10 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
         "parent.CHILD = 'tests.fake_child'\n"
         "from rocm_hwq_autoset._evaluation.cache import Cache, key\n"
         f"args = {ARGS!r}\n"
-        f"Cache({str(cache)!r}).store(key(args, os.environ), {entry!r},"
-        " {'env': {}, 'files': [], 'dirs': [], 'lists': []})\n"
-        "parent.start(Launch('module', args, True), _hook.apply)\n"
+        "launch = Launch('module', args, True)\n"
+        f"Cache({str(cache)!r}).store(parent.launch_key(launch, os.environ),"
+        f" {entry!r}, {{'env': {{}}, 'files': [], 'dirs': [], 'lists': []}})\n"
+        "parent.start(launch, _hook.apply)\n"
         "time.sleep(3)\n"
     )
     assert cache_key  # the key is the script's own: its cwd, its interpreter
@@ -1143,7 +1145,7 @@ def test_start_without_a_cache_evaluates_without_one(
         (level, text.format(tmp=tmp_path)) for level, text in said
     ]
     assert waiter is not None
-    assert argv == ["--parent", str(os.getpid()), "--", *ARGS]
+    assert argv == ["--parent", str(os.getpid()), "--path0", os.getcwd(), "--", *ARGS]
 
 
 def test_a_child_that_cannot_start_is_one_warning_and_the_mark(
@@ -1174,9 +1176,10 @@ def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> No
     result, how = parent.evaluate(pending(), evaluating)
     assert (result, how) == (EVALUATED, "evaluated (cache: no entry)")
     [child] = started(evaluating)
-    cache_key = parent.key(ARGS, evaluating)
-    assert child["argv"][2:6] == ["--cache", evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"],
-                                  "--key", cache_key]  # fmt: skip
+    cache_key = parent.launch_key(pending(), evaluating)
+    cache_dir = evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"]
+    assert child["argv"][2:8] == ["--cache", cache_dir, "--key", cache_key,
+                                  "--path0", os.getcwd()]  # fmt: skip
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
     no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
     cache.store(cache_key, encode_result(*EVALUATED), no_deps)
@@ -1185,7 +1188,8 @@ def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> No
     assert len(started(evaluating)) == 1  # no second child
     result, how = parent.evaluate(pending(), evaluating, use_cache=False)
     assert (result, how) == (EVALUATED, "evaluated (--no-cache)")
-    assert started(evaluating)[-1]["argv"] == ["--parent", str(os.getpid()), "--",
+    assert started(evaluating)[-1]["argv"] == ["--parent", str(os.getpid()),
+                                               "--path0", os.getcwd(), "--",
                                                *ARGS]  # fmt: skip
 
 
@@ -1223,7 +1227,7 @@ def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
     os.makedirs(cache.path, mode=0o700)
     environ = dict(evaluating, MY_DEGREE="2")
-    cache_key = parent.key(ARGS, environ)
+    cache_key = parent.launch_key(pending(), environ)
     deps = {"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}}
     cache.store(cache_key, encode_result(*EVALUATED), deps)
     assert parent.evaluate(pending(), environ) == (
@@ -1346,3 +1350,53 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
     queues, said = launch()
     assert queues == "8" and len(said) == 1
     assert said[0].endswith(", from the cached --module/--config evaluation")
+
+
+class Flags:
+    """``sys.flags`` as a test sets it."""
+
+    def __init__(self, **on: bool) -> None:
+        for name in ("isolated", "ignore_environment", "no_user_site", "safe_path"):
+            setattr(self, name, on.get(name, False))
+
+
+def test_the_interpreter_the_training_runs_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The child's options and first path entry are the training's: this
+    process's, when it is the training (``python -I ...``, a script's folder
+    with its links resolved); none of torchrun's, whose workers run ``python
+    -u PROGRAM`` in the environment. Part of the cache's key."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    script = ("script", str(tmp_path / "link" / "train.py"))
+    module = ("module", "torchtitan.train")
+    monkeypatch.setattr(sys, "flags", Flags())
+    here = Launch("module", ARGS, True, script)
+    assert parent.interpreter_of(here, {}) == ((), str(real))
+    assert parent.interpreter_of(Launch("module", ARGS, True, module), {}) == (
+        (), os.getcwd())  # fmt: skip
+    every = Flags(isolated=True, ignore_environment=True, no_user_site=True,
+                  safe_path=True)  # fmt: skip
+    monkeypatch.setattr(sys, "flags", every)
+    assert parent.interpreter_of(here, {}) == (("-I", "-E", "-s", "-P"), None)
+    monkeypatch.setattr(sys, "flags", Flags(no_user_site=True))
+    assert parent.interpreter_of(here, {}) == (("-s",), str(real))
+    worker = Launch("module", ARGS, False, script)
+    assert parent.interpreter_of(worker, {}) == ((), str(real))  # not ours: -s
+    safe = parent.interpreter_of(worker, {"PYTHONSAFEPATH": "1"})
+    assert safe == ((), None if sys.version_info >= (3, 11) else str(real))
+    assert parent.child_command(((("-s",), None)), "--parent", "1") == [
+        sys.executable,
+        "-s",
+        "-m",
+        parent.CHILD,
+        "--parent",
+        "1",
+        "--no-path0",
+        "1",
+    ]
+    keys = {parent.launch_key(launch, {}) for launch in (
+        here, Launch("module", ARGS, True, module), worker)}  # fmt: skip
+    assert len(keys) == 3
