@@ -78,6 +78,16 @@ OWN_NAME = re.compile(
 )
 #: The names of entries.
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
+#: The mark of a directory the cache made (or found empty): the Cache Directory
+#: Tagging convention's file (backup tools skip such directories). Only a
+#: directory that holds it, and nothing but names of the cache's own form, is
+#: ever pruned: a name of that form in a folder of the user's may be theirs.
+TAG = "CACHEDIR.TAG"
+TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by rocm-hwq-autoset.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
 
 
 def location(environ: Mapping[str, str]) -> str:
@@ -199,6 +209,8 @@ class Cache:
         foreign = False
         with os.scandir(self.path) as listing:
             for entry in listing:
+                if entry.name == TAG:
+                    continue
                 if not OWN_NAME.fullmatch(entry.name):
                     foreign = True
                     continue
@@ -219,7 +231,7 @@ class Cache:
         own form, and only when the directory holds nothing else: a directory
         that does is not the cache's alone, and its files may be the user's."""
         entries, others, foreign = self._entries()
-        if foreign:
+        if foreign or not self.tagged():
             return
         doomed = [path for _, path in entries[: max(len(entries) - MAX_ENTRIES, 0)]]
         old = time.time() - STALE_SECONDS
@@ -230,6 +242,25 @@ class Cache:
         for path in doomed:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+    def tagged(self) -> bool:
+        """Whether the directory holds the cache's own tag: a regular file of
+        ours that nobody else can write, with :data:`TAG_TEXT`."""
+        try:
+            data = _read_trusted(os.path.join(self.path, TAG), len(TAG_TEXT))
+        except (OSError, ConfigError):
+            return False
+        return data == TAG_TEXT.encode()
+
+    def tag(self) -> None:
+        """Mark the directory as the cache's (``OSError`` if it cannot)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            fd = os.open(os.path.join(self.path, TAG), flags, 0o600)
+        except FileExistsError:  # another rank tagged it, or it is there
+            return
+        with os.fdopen(fd, "w") as out:
+            out.write(TAG_TEXT)
 
     # The ranks of one node: one evaluates, the others wait for its result.
 
@@ -297,6 +328,7 @@ def open_cache(
         return None, ""
     path = location(environ)
     try:
+        existed = os.path.isdir(path)
         if create:
             os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
@@ -305,7 +337,21 @@ def open_cache(
     problem = _untrusted(info)
     if problem:
         return None, f"{path}: {problem}; not used"
-    return Cache(path), ""
+    cache = Cache(path)
+    # Ours to prune: a directory it made, one found empty, or the default
+    # location, named after the package (a cache of an earlier version).
+    if create and (not existed or not environ.get(CACHE_DIR) or _empty(path)):
+        with contextlib.suppress(OSError):
+            cache.tag()
+    return cache, ""
+
+
+def _empty(path: str) -> bool:
+    try:
+        with os.scandir(path) as listing:
+            return next(listing, None) is None
+    except OSError:
+        return False
 
 
 def _untrusted(info: os.stat_result) -> str:
@@ -313,7 +359,7 @@ def _untrusted(info: os.stat_result) -> str:
     if info.st_uid != os.getuid():
         return "owned by another user"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "writable by others"
+        return "writable by its group or others"
     return ""
 
 

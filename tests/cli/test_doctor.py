@@ -289,7 +289,7 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
         assert rows(cache_checks()) == [("ok", "cache", f"{cache}: usable, {words}")]
     cache.chmod(0o777)
     assert rows(cache_checks()) == [
-        ("FAIL", "cache", f"{cache}: writable by others; not used")
+        ("FAIL", "cache", f"{cache}: writable by its group or others; not used")
     ]
     cache.chmod(0o700)
 
@@ -430,7 +430,10 @@ def test_a_long_summary_breaks_only_between_words(
     out = io.StringIO()
     assert _doctor.run(argparse.Namespace(training=[]), out) == 1
     summary = out.getvalue().split("\n\n")[-1]
-    assert summary == f"unhealthy: cache:\n{long}:\nwritable by others; not used\n"
+    assert (
+        summary
+        == f"unhealthy: cache:\n{long}:\nwritable by its group or others; not used\n"
+    )
 
 
 def test_the_gate_module_is_checked(

@@ -108,14 +108,14 @@ def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "damage", ["writable by others", "owned by another user", "corrupt"]
+    "damage", ["writable by its group or others", "owned by another user", "corrupt"]
 )
 def test_an_entry_that_cannot_be_trusted_is_evaluated_again(
     work: Launches, damage: str
 ) -> None:
     launch(work)
     [entry] = Path(work.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
-    if damage == "writable by others":
+    if damage == "writable by its group or others":
         entry.chmod(0o666)
     elif damage == "owned by another user":
         if os.getuid() != 0:

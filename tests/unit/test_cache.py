@@ -3,6 +3,7 @@ entry must match, when an entry is trusted, how it is written and pruned."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -73,7 +74,10 @@ def test_a_directory_others_can_write_is_not_used(tmp_path: Path) -> None:
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
-    assert cache is None and problem == f"{folder}: writable by others; not used"
+    assert (
+        cache is None
+        and problem == f"{folder}: writable by its group or others; not used"
+    )
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o720, 0o702])
@@ -83,7 +87,10 @@ def test_a_directory_its_group_can_write_is_not_used(tmp_path: Path, mode: int) 
     folder.mkdir()
     folder.chmod(mode)
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
-    assert cache is None and problem == f"{folder}: writable by others; not used"
+    assert (
+        cache is None
+        and problem == f"{folder}: writable by its group or others; not used"
+    )
     folder.chmod(0o750)  # read and enter: no one else writes
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
     assert cache is not None and problem == ""
@@ -144,8 +151,8 @@ def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
 @pytest.mark.parametrize(
     ("damage", "said"),
     [
-        ("writable by others", "entry ignored: writable by others"),
-        ("writable by its group", "entry ignored: writable by others"),
+        ("writable by others", "entry ignored: writable by its group or others"),
+        ("writable by its group", "entry ignored: writable by its group or others"),
         ("not json", "entry ignored: corrupt"),
         ("not a result", "entry ignored: corrupt"),
         ("other format", "entry of another format"),
@@ -214,6 +221,7 @@ K = [f"{i:032x}" for i in range(5)]
 def test_entries_are_bounded_least_recently_used_first(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    cache.tag()  # a directory the cache made
     monkeypatch.setattr(_cache, "MAX_ENTRIES", 3)
     now = time.time()
     for i in range(3):
@@ -221,7 +229,12 @@ def test_entries_are_bounded_least_recently_used_first(
         os.utime(cache.entry(K[i]), (now - 100 + i, now - 100 + i))
     cache.lookup(K[0], {})  # used: now the most recent
     cache.store(K[3], RESULT, NO_DEPS)
-    assert sorted(os.listdir(cache.path)) == [f"{K[i]}.json" for i in (0, 2, 3)]
+    assert sorted(os.listdir(cache.path)) == sorted(
+        [
+            "CACHEDIR.TAG",
+            *(f"{K[i]}.json" for i in (0, 2, 3)),
+        ]
+    )
     assert cache.count() == 3
 
 
@@ -242,6 +255,7 @@ def _age(path: Path, seconds: float) -> None:
 
 
 def test_left_overs_are_pruned(cache: Cache) -> None:
+    cache.tag()  # a directory the cache made
     h = _cache.host()
     names = (f"{K[1]}.json.{h}.1.tmp", f"{K[0]}.{h}.lock", f"{K[0]}.{h}.result",
              f"{K[0]}.{h}.check", f"{K[0]}.{h}.result.{h}.7.tmp")  # fmt: skip
@@ -250,12 +264,19 @@ def test_left_overs_are_pruned(cache: Cache) -> None:
     for name in names:
         _age(Path(cache.path, name), _cache.STALE_SECONDS + 10)
     cache.store(K[0], RESULT, NO_DEPS)
-    assert sorted(os.listdir(cache.path)) == [f"{K[0]}.json", f"{K[2]}.{h}.lock"]
+    assert sorted(os.listdir(cache.path)) == sorted(
+        [
+            "CACHEDIR.TAG",
+            f"{K[0]}.json",
+            f"{K[2]}.{h}.lock",
+        ]
+    )
 
 
 def test_a_left_over_is_pruned_once_older_than_a_day(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    cache.tag()  # a directory the cache made
     now = 1_700_000_000
     monkeypatch.setattr(_cache.time, "time", lambda: float(now))
     day, older = f"{K[0]}.h.lock", f"{K[1]}.h.lock"
@@ -265,7 +286,7 @@ def test_a_left_over_is_pruned_once_older_than_a_day(
         stamp = (now - age) * 10**9
         os.utime(Path(cache.path, name), ns=(stamp, stamp))
     cache.prune()
-    assert sorted(os.listdir(cache.path)) == [day]
+    assert sorted(os.listdir(cache.path)) == sorted(["CACHEDIR.TAG", day])
 
 
 def test_pruning_goes_on_past_a_left_over_it_cannot_stat_or_remove(
@@ -273,6 +294,7 @@ def test_pruning_goes_on_past_a_left_over_it_cannot_stat_or_remove(
 ) -> None:
     """Another rank prunes at the same time: a left-over listed may be gone
     before it is looked at, or go between the listing and its removal."""
+    cache.tag()  # a directory the cache made
     for name in (f"{K[1]}.h.lock", f"{K[2]}.h.result"):
         Path(cache.path, name).write_text("")
         _age(Path(cache.path, name), _cache.STALE_SECONDS + 10)
@@ -301,7 +323,7 @@ def test_pruning_goes_on_past_a_left_over_it_cannot_stat_or_remove(
     monkeypatch.setattr(_cache.os, "scandir", racing)
     monkeypatch.setattr(_cache.os, "unlink", gone_first)
     cache.prune()
-    assert sorted(os.listdir(cache.path)) == []
+    assert sorted(os.listdir(cache.path)) == ["CACHEDIR.TAG"]
 
 
 USER_FILES = {"results.json": b'{"loss": 1.5}\n', "a.lock": b"", "old.tmp": b"x",
@@ -607,3 +629,43 @@ def test_an_entry_of_the_first_format_is_not_read(cache: Cache) -> None:
     cache._write(cache.entry("k"), json.dumps({"format": 1, "result": RESULT,
                                                "deps": NO_DEPS}))  # fmt: skip
     assert cache.lookup("k", {}) == (None, "entry of another format")
+
+
+def test_only_a_directory_the_cache_made_or_found_empty_is_pruned(
+    tmp_path: Path,
+) -> None:
+    """Was: a folder of the user's holding JSON files named by md5 (names of
+    the cache's own form) lost the oldest of them. Now only a directory that
+    holds the cache's tag is pruned: one it made, one it found empty, or the
+    default location, named after the package."""
+    user = tmp_path / "runs"
+    user.mkdir(mode=0o700)
+    theirs = {}
+    for i in range(_cache.MAX_ENTRIES + 8):
+        name = f"{hashlib.md5(str(i).encode()).hexdigest()}.json"
+        (user / name).write_text(f'{{"mydata": {i}}}')
+        os.utime(user / name, (1, 1))  # older than any entry
+        theirs[name] = (user / name).read_bytes()
+    cache, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(user)})
+    assert cache is not None and not cache.tagged()
+    cache.store("f" * 32, {"inputs": "x"}, {})
+    assert {n: (user / n).read_bytes() for n in theirs} == theirs
+    assert not (user / "CACHEDIR.TAG").exists()
+    made, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "new")})
+    assert made is not None and made.tagged()
+    assert (tmp_path / "new" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55\n")  # fmt: skip
+    (tmp_path / "empty").mkdir(mode=0o700)
+    empty, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "empty")})
+    assert empty is not None and empty.tagged()
+    default = tmp_path / "xdg" / "rocm-hwq-autoset"
+    default.mkdir(parents=True, mode=0o700)
+    (default / f"{'a' * 32}.json").write_text("{}")  # an earlier version's
+    found, _ = open_cache({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert found is not None and found.tagged()
+    # A tag that is not ours, or a link to one, marks nothing.
+    (user / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    assert not cache.tagged()
+    (user / "CACHEDIR.TAG").unlink()
+    (user / "CACHEDIR.TAG").symlink_to(tmp_path / "new" / "CACHEDIR.TAG")
+    assert not cache.tagged()
