@@ -56,6 +56,9 @@ QUIET, VERBOSE, DEFAULT_LOG = "quiet", "verbose", "default"
 #: shared file system without letting a hung import hold a launch for long.
 TIMEOUT = "ROCM_HWQ_AUTOSET_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
+#: The longest allowed: a day is past any evaluation, and a longer wait would
+#: overflow the system's own timers (``select`` takes a ``time_t``).
+MAX_TIMEOUT = 86400.0
 
 # What the package writes beside the value.
 
@@ -147,7 +150,8 @@ def world_size(environ: "Mapping[str, str]") -> "tuple[int | None, str | None]":
 
 def timeout(environ: "Mapping[str, str]") -> "tuple[float, str | None]":
     """Seconds for the ``--module``/``--config`` evaluation, and the problem with
-    a value that is no positive number (the default is used then)."""
+    a value that is no positive number up to :data:`MAX_TIMEOUT` (the default
+    is used then)."""
     raw = environ.get(TIMEOUT, "")
     if not raw.strip():
         return DEFAULT_TIMEOUT, None
@@ -155,8 +159,10 @@ def timeout(environ: "Mapping[str, str]") -> "tuple[float, str | None]":
         value = float(raw)
     except ValueError:
         value = 0.0
-    if not 0 < value < float("inf"):
-        return DEFAULT_TIMEOUT, f"{raw!r} is not a positive number of seconds"
+    if not 0 < value <= MAX_TIMEOUT:
+        return DEFAULT_TIMEOUT, (
+            f"{raw!r} is not a positive number of seconds up to {MAX_TIMEOUT:g}"
+        )
     return value, None
 
 

@@ -243,3 +243,19 @@ def test_explain_on_rocm_reuses_its_evaluation(
     [evaluation] = evaluations(standin)
     assert evaluation[1] != os.getpid()  # in a child, once
     assert evaluation[4] == "0"  # with the hook off in the child
+
+
+@pytest.mark.parametrize("seconds", ["1e10", "1e9", "inf"])
+def test_a_timeout_beyond_a_day_is_one_line_never_a_traceback(
+    standin: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, seconds: str,
+) -> None:  # fmt: skip
+    """Was: ``ROCM_HWQ_AUTOSET_TIMEOUT=1e10`` overflowed ``select`` (a
+    traceback in every command, "internal error" in the hook), and ``1e9``
+    silently disabled the background check (ten timeouts overflow)."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_TIMEOUT", seconds)
+    said = refused(capsys, "--export", *LLAMA)
+    assert said.endswith(
+        f"ROCM_HWQ_AUTOSET_TIMEOUT: {seconds!r} is not a positive number of"
+        " seconds up to 86400"
+    ), said

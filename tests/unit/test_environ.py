@@ -260,7 +260,8 @@ def test_queues_setting(
 @pytest.mark.parametrize(
     ("raw", "seconds"),
     [("", 120.0), (" ", 120.0), ("0.5", 0.5), ("30", 30.0), ("1e3", 1000.0),
-     ("0", None), ("-1", None), ("inf", None), ("nan", None), ("soon", None)],
+     ("86400", 86400.0), ("0", None), ("-1", None), ("inf", None), ("nan", None),
+     ("soon", None), ("86400.5", None), ("1e10", None)],
 )  # fmt: skip
 def test_the_timeout(raw: str, seconds: float | None) -> None:
     environ = {"ROCM_HWQ_AUTOSET_TIMEOUT": raw}
@@ -269,7 +270,7 @@ def test_the_timeout(raw: str, seconds: float | None) -> None:
         return
     assert _environ.timeout(environ) == (
         120.0,
-        f"{raw!r} is not a positive number of seconds",
+        f"{raw!r} is not a positive number of seconds up to 86400",
     )
 
 
