@@ -235,13 +235,6 @@ EQUIVALENT: list[Equivalent] = [
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
-        "_environ",
-        "timeout",
-        'if not 0 < value < float("inf"):',
-        'if not 0 < value < float("INF"):',
-        "float() reads 'inf' in any case.",
-    ),
-    Equivalent(
         "_evaluation.result_text",
         "settings_from_json",
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
