@@ -152,10 +152,14 @@ class Reading:
         environ: Mapping[str, str],
         *,
         use_cache: bool = True,
+        fresh: bool = False,
     ) -> None:
         self.launch = launch_of(training)
         self.environ = environ
         self.use_cache = use_cache
+        self.fresh = fresh
+        """Evaluate a ``--module`` launch now, never from the cache (which then
+        holds the answer): for a value that leaves the package or judges a run."""
         self.world_size = world_size(environ)
         self.found: str | None = None
         """How a ``--module`` evaluation was found, once it was."""
@@ -183,7 +187,7 @@ class Reading:
 
             module_args(self.launch.args)  # both flags, with values
             result, self.found = evaluate(
-                self.launch, self.environ, use_cache=self.use_cache
+                self.launch, self.environ, use_cache=self.use_cache, fresh=self.fresh
             )
             if isinstance(result, ConfigError):
                 result = result.within("--module/--config")

@@ -89,7 +89,10 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         return fail(f"{setting.problem}; nothing to export")
     try:
         environ = training_environ(opts.world_size)
-        reading = Reading(opts.training, environ, use_cache=not opts.no_cache)
+        # An exported value becomes explicit: the hook then leaves it, and no
+        # background check runs. So it is never taken from the cache.
+        reading = Reading(opts.training, environ, use_cache=not opts.no_cache,
+                          fresh=opts.export)  # fmt: skip
         # The launch's own errors first (evaluating it, for --module), then
         # what the hook decides with that same evaluation.
         rec = reading.rec

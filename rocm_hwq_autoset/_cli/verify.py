@@ -74,7 +74,9 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str, str | None]:
     setting = QueuesSetting(os.environ)
     from_args = None
     if opts.training:
-        from_args = Reading(opts.training, training_environ(None)).rec.queues
+        # Judging a run: evaluated now, never a cached answer.
+        reading = Reading(opts.training, training_environ(None), fresh=True)
+        from_args = reading.rec.queues
     if setting.explicit is None and from_args is not None:
         return from_args, "the training arguments (as explain computes it)", None
     if setting.text is None:

@@ -402,7 +402,7 @@ def _serve(options: dict[str, str], args: Sequence[str], result: int) -> None:
                 "the entry is kept",
             ))  # fmt: skip
         return
-    doc = _from_peer(cache, key)
+    doc = None if "--fresh" in options else _from_peer(cache, key)
     if doc is not None:
         _answer(result, doc)
         return

@@ -151,6 +151,8 @@ class Evaluation:
         cache: Cache | None = None,
         cache_key: str = "",
         interpreter: Interpreter | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
         self.timeout, problem = timeout(environ)
         if problem is not None:
@@ -160,6 +162,8 @@ class Evaluation:
         options = ["--parent", str(self.owner)]
         if cache is not None:
             options += ["--cache", cache.path, "--key", cache_key]
+            if fresh:  # never the entry, nor a peer's answer: evaluated here
+                options += ["--fresh", "1"]
         command = child_command(interpreter, *options)
         # The child sees what the training sees: the same GPUs, this directory
         # (recipe modules outside torchtitan import from it). Its own session,
@@ -288,12 +292,17 @@ class Found:
 
 
 def lookup_or_spawn(
-    launch: Launch, environ: Mapping[str, str], *, use_cache: bool = True
+    launch: Launch,
+    environ: Mapping[str, str],
+    *,
+    use_cache: bool = True,
+    fresh: bool = False,
 ) -> Found:
     """The cache first, then the child: the entry for this launch when it is
     trusted and nothing it read changed for ``environ``, else a child started
-    to evaluate it (told to store its answer when there is a cache). Waits for
-    nothing: :func:`evaluate` waits, :func:`start` goes on."""
+    to evaluate it (told to store its answer when there is a cache). ``fresh``:
+    never the entry, always a child, whose answer the cache then holds.
+    Waits for nothing: :func:`evaluate` waits, :func:`start` goes on."""
     cache = None
     problem = ""
     unreadable = None
@@ -305,28 +314,39 @@ def lookup_or_spawn(
     runs = interpreter_of(launch, environ)
     found = Found(cache, launch_key(launch, environ))
     found.unreadable, found.problem = unreadable, problem
-    if cache is not None:
+    if cache is not None and not fresh:
         hit, found.missed = cache.lookup(found.key, environ)
         if hit is not None:
             found.hit = hit
             return found
     try:
-        found.evaluation = Evaluation(launch.args, environ, cache, found.key, runs)
+        found.evaluation = Evaluation(
+            launch.args, environ, cache, found.key, runs, fresh=fresh
+        )
     except (OSError, ConfigError) as exc:
         found.error = ConfigError(f"cannot start the evaluation: {exc}")
     return found
 
 
 def evaluate(
-    launch: Launch, environ: Mapping[str, str], *, use_cache: bool = True
+    launch: Launch,
+    environ: Mapping[str, str],
+    *,
+    use_cache: bool = True,
+    fresh: bool = False,
 ) -> tuple[Evaluated | ConfigError, str]:
     """Evaluate now and wait, for the command line: the result, and how it was
-    found (``cache``, ``evaluated``, or why the cache was not used)."""
-    found = lookup_or_spawn(launch, environ, use_cache=use_cache)
+    found (``cache``, ``evaluated``, or why the cache was not used). ``fresh``
+    (for a value that leaves the package, ``explain --export``, or judges a
+    run, ``verify``): evaluated now, never from the cache, which then holds
+    the answer."""
+    found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
         return found.hit, f"from the cache ({found.cache.entry(found.key)})"
     if not use_cache:
         how = "evaluated (--no-cache)"
+    elif fresh and found.cache is not None:
+        how = "evaluated (never from the cache here; the cache holds the answer)"
     elif found.unreadable is not None or found.problem:
         how = f"evaluated ({found.unreadable or found.problem})"
     elif found.cache is not None:

@@ -259,3 +259,40 @@ def test_a_timeout_beyond_a_day_is_one_line_never_a_traceback(
         f"ROCM_HWQ_AUTOSET_TIMEOUT: {seconds!r} is not a positive number of"
         " seconds up to 86400"
     ), said
+
+
+#: A recipe whose answer hangs on a file it only tests for: no recording of
+#: what the evaluation read sees that.
+EXISTS_RECIPES = """
+import os
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def c():
+    cp = 2 if os.path.exists("flag") else 1
+    return trainer_config("my_model", "big", moe=False, context_parallel_degree=cp)
+"""
+
+
+def test_an_export_and_verify_never_take_the_cache_s_word(
+    standin: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Was: ``explain --export`` on a stale entry exported the old Q, which the
+    job script then made explicit (so the hook left it, and no background check
+    ran): stale for good, silently. An exported value and verify's judgement
+    are evaluated now, and the cache holds their answer for the next reading."""
+    (Path("exists_recipes")).mkdir()
+    Path("exists_recipes", "__init__.py").write_text("")
+    Path("exists_recipes", "config_registry.py").write_text(EXISTS_RECIPES)
+    args = ["--module", "exists_recipes", "--config", "c"]
+    assert explain_json(capsys, *args)["queues"] == 4  # evaluated, stored
+    assert explain_json(capsys, *args)["evaluation"].startswith("from the cache (")
+    Path("flag").write_text("")  # what no record sees
+    code, out, err = explain(capsys, "--export", *args)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=8\n"), err
+    again = explain_json(capsys, *args)  # the cache now holds the fresh answer
+    assert again["queues"] == 8 and again["evaluation"].startswith("from the cache (")
+    Path("flag").unlink()
+    trace = write_trace(tmp_path / "t.json",
+                        {"traceEvents": [kernel(0, s) for s in range(5)]})  # fmt: skip
+    assert main(["verify", "--json", trace, *args]) == 1  # 5 streams > Q 4
+    assert json.loads(capsys.readouterr().out)["queues"] == 4
