@@ -52,6 +52,11 @@ def recommend(
         raise ConfigError(
             f"{world_size!r} is not a positive integer", "recommend(world_size=...)"
         )
+    if isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv):
+        raise ConfigError(  # a string would be read one character at a time
+            "is not a list of arguments (split a command line first)",
+            "recommend(argv=...)",
+        )
     overrides = cli_overrides(argv)
     if config is None or isinstance(config, Mapping):
         settings = merge(config, overrides)

@@ -4,6 +4,7 @@ vectors) and its inputs, which a launcher hands to its workers."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -330,3 +331,14 @@ def test_recommend_takes_a_positive_int_or_none() -> None:
     assert recommend({}, world_size=1).dp_shard == 1
     assert recommend({}, world_size=8).dp_shard == 8
     assert recommend({}).dp_shard is None
+
+
+@pytest.mark.parametrize("argv", ["--parallelism.expert_parallel_degree 2", b"x", [2]])
+def test_recommend_refuses_argv_that_is_no_list_of_arguments(argv: Any) -> None:
+    """Was: a string was read character by character and silently ignored (Q=4
+    without the expert lane)."""
+    with pytest.raises(ConfigError) as caught:
+        recommend({"model": {"name": "deepseek_v3"}}, argv=argv)
+    assert str(caught.value) == (
+        "recommend(argv=...): is not a list of arguments (split a command line first)"
+    )
