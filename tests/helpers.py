@@ -189,3 +189,17 @@ class Venv:
     @property
     def site_packages(self) -> Path:
         return next(self.path.glob("lib/python3.*/site-packages"))
+
+
+def run(
+    environ: dict[str, str],
+    argv: list[str],
+    path: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    """What the hook says on stderr for ``python train.py ARGV`` (nothing on
+    stdout), on a plain dict."""
+    hook(environ, argv, path)
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err

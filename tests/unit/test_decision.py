@@ -16,34 +16,10 @@ from rocm_hwq_autoset._evaluation.result_text import encode_inputs
 from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._rocm import detect
 
-from ..helpers import CUDA_VERSION_PY, JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
+from ..helpers import CUDA_VERSION_PY, JOB, LINE, fake_torch, run
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def rocm_path(tmp_path: Path) -> list[str]:
-    return [str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY))]
-
-
-@pytest.fixture
-def job(tmp_path: Path) -> str:
-    path = tmp_path / "job.toml"
-    path.write_bytes(JOB)
-    return str(path)
-
-
-def run(
-    environ: dict[str, str],
-    argv: list[str],
-    path: list[str],
-    capsys: pytest.CaptureFixture[str],
-) -> str:
-    hook(environ, argv, path)
-    out, err = capsys.readouterr()
-    assert out == ""
-    return err
 
 
 def test_sets_and_marks(

@@ -17,36 +17,12 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._rocm import detect
 
-from ..helpers import JOB, LINE, ROCM_VERSION_PY, fake_torch, hook
+from ..helpers import LINE, run
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
 
 MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
-
-
-@pytest.fixture
-def rocm_path(tmp_path: Path) -> list[str]:
-    return [str(fake_torch(tmp_path / "rocm", ROCM_VERSION_PY))]
-
-
-@pytest.fixture
-def job(tmp_path: Path) -> str:
-    path = tmp_path / "job.toml"
-    path.write_bytes(JOB)
-    return str(path)
-
-
-def run(
-    environ: dict[str, str],
-    argv: list[str],
-    path: list[str],
-    capsys: pytest.CaptureFixture[str],
-) -> str:
-    hook(environ, argv, path)
-    out, err = capsys.readouterr()
-    assert out == ""
-    return err
 
 
 def _detect(path: list[str]) -> tuple[bool, str]:
