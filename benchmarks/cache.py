@@ -60,10 +60,13 @@ NO_WORSE = 0.05
 #: ``LOOKUP=json``: that parse alone; unset: everything else (imports, the key).
 LOOKUP = """
 import json, os, sys, time
-from rocm_hwq_autoset._evaluation.cache import key, open_cache
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._evaluation.cache import open_cache
+from rocm_hwq_autoset._evaluation.parent import launch_key
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
-entry = key(training, os.environ)
+# The entry of the launches measured: torchrun's, whose workers run -m here.
+entry = launch_key(Launch("module", training, False), os.environ)
 mode = os.environ.get("LOOKUP")
 if mode == "1":
     start = time.perf_counter()
@@ -85,17 +88,21 @@ if mode == "1":
 #: its process (user and system), and whether it said anything.
 CHECK = """
 import json, os, subprocess, sys, time
-from rocm_hwq_autoset._evaluation.cache import key, open_cache
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._evaluation.cache import open_cache
+from rocm_hwq_autoset._evaluation.parent import launch_key
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
-entry = key(training, os.environ)
+# The entry of the launches measured: torchrun's, whose workers run -m here.
+entry = launch_key(Launch("module", training, False), os.environ)
 with open(cache.entry(entry)) as f:
     inputs = json.load(f)["result"]["inputs"]
 said, told = os.pipe()
 start = time.perf_counter()
 child = subprocess.Popen(
     [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--cache",
-     cache.path, "--key", entry, "--check", inputs, "--say", str(told), "--",
+     cache.path, "--key", entry, "--check", inputs, "--say", str(told),
+     "--path0", os.getcwd(), "--",
      *training], env={**os.environ, "ROCM_HWQ_AUTOSET": "0"}, pass_fds=(told,),
     start_new_session=True)
 os.close(told)
