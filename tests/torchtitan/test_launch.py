@@ -302,12 +302,14 @@ if first and not os.environ.get("NO_WAIT"):
 
 @pytest.fixture
 def exists(launches: Launches) -> tuple[Launches, list[str]]:
-    recipes = launches.work / "exists_recipes"
-    recipes.mkdir()
-    (recipes / "config_registry.py").write_text(EXISTS_RECIPE)
     program = launches.root / "bin" / "torchtitan" / "wait.py"
     program.parent.mkdir(parents=True)
     program.write_text(WAITING)
+    # Beside the script: ``python .../wait.py`` imports from the script's
+    # folder first, not from the working directory (which holds the flags).
+    recipes = program.parent / "exists_recipes"
+    recipes.mkdir()
+    (recipes / "config_registry.py").write_text(EXISTS_RECIPE)
     return launches, [launches.python, str(program), "--module", "exists_recipes",
                       "--config", "mine"]  # fmt: skip
 
