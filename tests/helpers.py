@@ -203,3 +203,19 @@ def run(
     out, err = capsys.readouterr()
     assert out == ""
     return err
+
+
+#: A ``--module`` launch's arguments, for the decision's and the hook's tests.
+MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
+
+
+def no_read(path: str) -> dict[str, object]:
+    raise AssertionError("a --module launch reads no TOML")
+
+
+def decide_module(environ: dict[str, str], args: list[str], module: str) -> Any:
+    """What the hook decides for ``python -m MODULE ARGS`` on a ROCm machine."""
+    return outcome_for(
+        environ, ["-m", *args], ["python", "-m", module, *args],
+        rocm=lambda: (True, "test"), read_toml=no_read,
+    )  # fmt: skip

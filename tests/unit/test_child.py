@@ -357,10 +357,7 @@ def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
-        deadline = time.monotonic() + 10
-        while not forked.blocked() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert forked.blocked()
+        _wait_blocked(forked)
         cache.publish("k" * 32, {"error": "the peer's", "source": "", "how": "x"},
                       NO_DEPS)  # fmt: skip
     finally:

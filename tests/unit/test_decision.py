@@ -5,7 +5,6 @@ parts are tests/unit/test_hook.py's)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,16 @@ from rocm_hwq_autoset._evaluation.result_text import encode_inputs
 from rocm_hwq_autoset._model import Inputs
 from rocm_hwq_autoset._rocm import detect
 
-from ..helpers import CUDA_VERSION_PY, JOB, LINE, fake_torch, run
+from ..helpers import (
+    CUDA_VERSION_PY,
+    JOB,
+    LINE,
+    MODULE_ARGS,
+    decide_module,
+    fake_torch,
+    no_read,
+    run,
+)
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
@@ -215,7 +223,6 @@ def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
     assert env == {"GPU_MAX_HW_QUEUES": value}
 
 
-MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
 RESULT = (Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True), {})
 
 
@@ -224,7 +231,7 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
 ) -> None:
     outcome = _hook.outcome_for(
         {}, ["-m", *MODULE_ARGS], ["python", "-m", "torchtitan.train", *MODULE_ARGS],
-        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        rocm=lambda: _detect(rocm_path), read_toml=no_read,
     )  # fmt: skip
     assert isinstance(outcome, Launch)
     assert list(outcome.args) == MODULE_ARGS
@@ -258,7 +265,7 @@ def test_a_module_launch_missing_a_flag_is_named(
 ) -> None:
     outcome = _hook.outcome_for(
         {}, ["-m", *args], ["python", "-m", "torchtitan.train", *args],
-        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        rocm=lambda: _detect(rocm_path), read_toml=no_read,
     )  # fmt: skip
     assert isinstance(outcome, Outcome) and outcome.level == _decision.WARNING
     assert outcome.text.startswith(said), outcome.text
@@ -271,7 +278,7 @@ def test_the_world_size_reaches_the_module_launch(rocm_path: list[str]) -> None:
     outcome = _hook.outcome_for(
         {"WORLD_SIZE": "2"}, ["-m", *MODULE_ARGS],
         ["python", "-m", "torchtitan.train", *MODULE_ARGS],
-        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        rocm=lambda: _detect(rocm_path), read_toml=no_read,
     )  # fmt: skip
     assert isinstance(outcome, Launch)
     dense_tp2 = (Inputs(tp=2, cudagraph=True), {})
@@ -294,19 +301,19 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     args = ["-m", *MODULE_ARGS]
     orig = ["python", "-m", "torchtitan.train", *MODULE_ARGS]
     worker = dict(launcher, WORLD_SIZE="8", LOCAL_RANK="0")
-    outcome = _hook.outcome_for(worker, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    outcome = _hook.outcome_for(worker, args, orig, rocm=_no_rocm, read_toml=no_read)
     assert isinstance(outcome, Outcome)
     assert (outcome.level, outcome.queues) == ("set", 4)  # 8 // 8 = 1: no FSDP
     assert outcome.marker == "4 --module" and outcome.inputs == inputs
     # Without WORLD_SIZE, or without the inputs: the launcher's value stands.
     for env in (dict(launcher), {k: v for k, v in worker.items()
                                  if k != "ROCM_HWQ_AUTOSET_INPUTS"}):  # fmt: skip
-        same = _hook.outcome_for(env, args, orig, rocm=_no_rocm, read_toml=_no_read)
+        same = _hook.outcome_for(env, args, orig, rocm=_no_rocm, read_toml=no_read)
         assert isinstance(same, Outcome) and same.level == "skip"
         assert same.queues is None
     # Inputs that are not the launcher's: said, and the value kept.
     bad = dict(worker, ROCM_HWQ_AUTOSET_INPUTS="tp=x")
-    said = _hook.outcome_for(bad, args, orig, rocm=_no_rocm, read_toml=_no_read)
+    said = _hook.outcome_for(bad, args, orig, rocm=_no_rocm, read_toml=no_read)
     assert isinstance(said, Outcome) and said.level == "warning"
     assert said.message.startswith("ROCM_HWQ_AUTOSET_INPUTS: ")
     assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
@@ -316,7 +323,7 @@ def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
     outcome = _hook.outcome_for(
         {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
         ["python", "-m", "torchtitan.train", *MODULE_ARGS],
-        rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+        rocm=lambda: _detect(rocm_path), read_toml=no_read,
     )  # fmt: skip
     assert isinstance(outcome, Outcome) and outcome.level == _decision.WARNING
     assert outcome.message.startswith(
@@ -363,27 +370,17 @@ def _no_rocm() -> tuple[bool, str]:
     raise AssertionError("a worker of a launcher does not detect again")
 
 
-def _no_read(path: str) -> dict[str, object]:
-    raise AssertionError("a --module launch reads no TOML")
-
-
-def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
-    """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
-    return _hook.outcome_for(
-        environ, ["-m", *args], ["python", "-m", module, *args],
-        rocm=lambda: (True, "test"), read_toml=_no_read,
-    )  # fmt: skip
-
-
 def test_a_module_flag_for_another_program_is_no_launch() -> None:
-    outcome = _decide({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, MODULE_ARGS, "mytool")
+    outcome = decide_module({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, MODULE_ARGS, "mytool")
     assert (outcome.level, outcome.message) == (
         "skip", "no --job.config_file and no torchtitan --module/--config"
     )  # fmt: skip
 
 
 def test_a_switch_it_cannot_read_is_a_warning() -> None:
-    outcome = _decide({"ROCM_HWQ_AUTOSET": "maybe"}, MODULE_ARGS, "torchtitan.train")
+    outcome = decide_module(
+        {"ROCM_HWQ_AUTOSET": "maybe"}, MODULE_ARGS, "torchtitan.train"
+    )
     assert outcome.level == "warning" and outcome.queues is None
     assert outcome.message.endswith("; the hook does nothing")
 
@@ -406,7 +403,7 @@ def test_one_is_a_value_hip_can_use(
 
 def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None:
     launcher = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}
-    outcome = _decide(launcher, MODULE_ARGS, "torchtitan.train")
+    outcome = decide_module(launcher, MODULE_ARGS, "torchtitan.train")
     assert (outcome.level, outcome.message) == (
         "skip", "GPU_MAX_HW_QUEUES=8 from the launcher's --module evaluation"
     )  # fmt: skip
@@ -420,7 +417,7 @@ def test_a_worker_of_a_launcher_that_failed_does_nothing_and_says_why(
 ) -> None:
     """The launcher warned once for the node; its workers neither evaluate
     again nor warn again (verbose mode says why)."""
-    outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": f"unset {form}"}, MODULE_ARGS,
+    outcome = decide_module({"ROCM_HWQ_AUTOSET_ORIGIN": f"unset {form}"}, MODULE_ARGS,
                       "torchtitan.train")  # fmt: skip
     assert (outcome.level, outcome.message, outcome.queues) == (
         "skip", f"the launcher's {said} evaluation failed and said so", None
@@ -429,7 +426,7 @@ def test_a_worker_of_a_launcher_that_failed_does_nothing_and_says_why(
 
 def test_a_marker_whose_value_is_gone_is_no_value() -> None:
     """The value was removed, its marker left: decided afresh, evaluated."""
-    outcome = _decide({"ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, MODULE_ARGS,
+    outcome = decide_module({"ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, MODULE_ARGS,
                       "torchtitan.train")  # fmt: skip
     assert isinstance(outcome, Launch)
 
@@ -439,7 +436,7 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
     TOML launch) concludes the same Q: its workers' mappings get the value,
     the --module marker and the inputs all the same."""
     environ = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"}
-    pending = _decide(environ, MODULE_ARGS, "torchtitan.train")
+    pending = decide_module(environ, MODULE_ARGS, "torchtitan.train")
     assert isinstance(pending, Launch)
     outcome = _decision.conclude(environ, pending, RESULT)
     assert outcome.message == "GPU_MAX_HW_QUEUES=8 as set by the parent process"

@@ -17,28 +17,14 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._rocm import detect
 
-from ..helpers import LINE, run
+from ..helpers import LINE, MODULE_ARGS, decide_module, no_read, run
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
 
-MODULE_ARGS = ["--module", "graph_trainer.llama3", "--config", "c"]
-
 
 def _detect(path: list[str]) -> tuple[bool, str]:
     return detect(path, {})
-
-
-def _no_read(path: str) -> dict[str, object]:
-    raise AssertionError("a --module launch reads no TOML")
-
-
-def _decide(environ: dict[str, str], args: list[str], module: str) -> Any:
-    """``decide`` for ``python -m MODULE ARGS`` on a ROCm machine."""
-    return _hook.outcome_for(
-        environ, ["-m", *args], ["python", "-m", module, *args],
-        rocm=lambda: (True, "test"), read_toml=_no_read,
-    )  # fmt: skip
 
 
 # Once per node: a value, and a warning alike.
@@ -156,7 +142,7 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
     ):  # fmt: skip
         outcome = _hook.outcome_for(
             {"ROCM_HWQ_AUTOSET": "bogus"}, argv, orig,
-            rocm=lambda: _detect(rocm_path), read_toml=_no_read,
+            rocm=lambda: _detect(rocm_path), read_toml=no_read,
         )  # fmt: skip
         assert isinstance(outcome, Outcome) and outcome.level == "skip"
         assert outcome.message == "rocm-hwq-autoset's own command"
@@ -311,7 +297,7 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
     "module", ["rocm_hwq_autoset.__main__", "rocm_hwq_autoset._evaluation.child"]
 )
 def test_the_packages_own_modules_are_left_alone(module: str) -> None:
-    outcome = _decide({}, MODULE_ARGS, module)
+    outcome = decide_module({}, MODULE_ARGS, module)
     assert outcome.message == "rocm-hwq-autoset's own command"
 
 
@@ -385,7 +371,7 @@ def test_both_launch_forms_at_once_is_one_warning_and_sets_nothing(
     """torchtitan 0.3.0 refuses --job.config_file, the TOML era --module: the
     hook names both flags and sets nothing (no TOML is read, no child starts);
     the launcher's workers neither warn again nor decide again."""
-    outcome = _decide({}, args, "torchtitan.train")
+    outcome = decide_module({}, args, "torchtitan.train")
     assert isinstance(outcome, Outcome)
     assert (outcome.level, outcome.queues) == ("warning", None)
     assert outcome.message == (
@@ -397,7 +383,7 @@ def test_both_launch_forms_at_once_is_one_warning_and_sets_nothing(
     _hook.apply(outcome, environ)
     assert capsys.readouterr().err.count("\n") == 1
     assert environ == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"}
-    worker = _decide(dict(environ, WORLD_SIZE="2", LOCAL_RANK="0"), args,
+    worker = decide_module(dict(environ, WORLD_SIZE="2", LOCAL_RANK="0"), args,
                      "torchtitan.train")  # fmt: skip
     assert (worker.level, worker.queues) == ("skip", None)
 
