@@ -312,7 +312,7 @@ def lookup_or_spawn(
         except ConfigError as exc:
             unreadable = exc
     runs = interpreter_of(launch, environ)
-    found = Found(cache, launch_key(launch, environ))
+    found = Found(cache, key(launch.args, environ, runs))  # launch_key's, reusing runs
     found.unreadable, found.problem = unreadable, problem
     if cache is not None and not fresh:
         hit, found.missed = cache.lookup(found.key, environ)
