@@ -62,7 +62,7 @@ LOOKUP = """
 import json, os, sys, time
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._evaluation.cache import open_cache
-from rocm_hwq_autoset._evaluation.parent import launch_key
+from rocm_hwq_autoset._evaluation.process import launch_key
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 # The entry of the launches measured: torchrun's, whose workers run -m here.
@@ -90,7 +90,7 @@ CHECK = """
 import json, os, subprocess, sys, time
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._evaluation.cache import open_cache
-from rocm_hwq_autoset._evaluation.parent import launch_key
+from rocm_hwq_autoset._evaluation.process import launch_key
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 # The entry of the launches measured: torchrun's, whose workers run -m here.

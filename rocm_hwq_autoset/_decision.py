@@ -41,7 +41,7 @@ from ._environ import (
     timeout,
 )
 from ._environ import world_size as _world_size
-from ._model import Inputs, Recommendation, read_inputs
+from ._model import Inputs, Recommendation, decode_inputs, read_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._argv import Launch
-    from ._evaluation.result_text import Evaluated
+    from ._model import Evaluated
 
 
 def world_size(environ: Mapping[str, str]) -> int | None:
@@ -229,10 +229,6 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
         size = world_size(environ)
         inputs = None
         if INPUTS in environ:
-            from ._evaluation.result_text import (
-                decode_inputs,  # a --module launch's worker
-            )
-
             inputs = decode_inputs(environ[INPUTS])
     except ConfigError as exc:
         return Outcome(
@@ -270,3 +266,48 @@ def _set(
 
 def _skip(text: str) -> Outcome:
     return Outcome(SKIP, text)
+
+
+PREFIX = "rocm-hwq-autoset: "
+
+
+#: A line longer than this loses the middle of its cause: a path, a parser's
+#: message or a list can be long; what was done about it always stays.
+MAX_LINE = 400
+
+
+def fit(text: str, tail: str = "", limit: int = MAX_LINE) -> str:
+    """``text; tail`` on one printable line of at most ``limit`` characters:
+    what does not fit is cut from the middle of ``text``, never from ``tail``
+    nor from the end of ``text``, where a message says what to do about it
+    (torchtitan's "..., or set --training.disable_cuda_graphs.")."""
+    text, tail = printable(text), printable(tail)
+    end = f"; {tail}" if tail else ""
+    room = limit - len(end)
+    if len(text) > room:
+        text = cut_middle(text, max(room, 0))
+    return text + end
+
+
+def cut_middle(text: str, room: int) -> str:
+    """``text`` in ``room`` characters: its start (the cause, most often),
+    ``...``, and its end (the remedy): the most whole last sentences (after
+    ``". "``) that leave the start a quarter of the room, else the last two
+    thirds."""
+    keep = max(room - 3, 0)  # of the text, beside the "..."
+    last = keep - keep // 3
+    at = text.find(". ")
+    while at != -1:
+        if len(text) - (at + 2) <= keep - keep // 4:
+            last = len(text) - (at + 2)
+            break
+        at = text.find(". ", at + 2)
+    return text[: keep - last] + "..." + text[len(text) - last :]
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, an escape
+    sequence's ESC) as ``?``; a printable text as it is, at C's speed."""
+    if text.isprintable():
+        return text
+    return "".join([c if c.isprintable() else "?" for c in text])

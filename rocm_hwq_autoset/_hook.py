@@ -14,7 +14,17 @@ import sys
 
 from ._argv import find_launch, is_own_command, program
 from ._config import ConfigError, load_toml
-from ._decision import SET, SKIP, WARNING, Outcome, decide, internal_error
+from ._decision import (
+    MAX_LINE,
+    PREFIX,
+    SET,
+    SKIP,
+    WARNING,
+    Outcome,
+    decide,
+    fit,
+    internal_error,
+)
 from ._environ import (
     INPUTS,
     ORIGIN,
@@ -24,6 +34,7 @@ from ._environ import (
     log_level,
     prints_for_node,
 )
+from ._model import encode_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -32,11 +43,6 @@ if TYPE_CHECKING:
 
     from ._argv import Launch
 
-
-PREFIX = "rocm-hwq-autoset: "
-#: A line longer than this loses the middle of its cause: a path, a parser's
-#: message or a list can be long; what was done about it always stays.
-MAX_LINE = 400
 
 #: What the hook decided in this process, once it ran (``doctor`` shows it).
 decided: Outcome | Launch | None = None
@@ -107,10 +113,6 @@ def apply(
         if outcome.marker is not None:
             target[ORIGIN] = outcome.marker
             if outcome.inputs is not None:
-                from ._evaluation.result_text import (
-                    encode_inputs,  # a --module launch only
-                )
-
                 target[INPUTS] = encode_inputs(outcome.inputs)
             else:
                 target.pop(INPUTS, None)
@@ -136,43 +138,6 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
             stream.flush()
     except Exception:  # a closed or broken stderr must not break start-up
         pass
-
-
-def fit(text: str, tail: str = "", limit: int = MAX_LINE) -> str:
-    """``text; tail`` on one printable line of at most ``limit`` characters:
-    what does not fit is cut from the middle of ``text``, never from ``tail``
-    nor from the end of ``text``, where a message says what to do about it
-    (torchtitan's "..., or set --training.disable_cuda_graphs.")."""
-    text, tail = printable(text), printable(tail)
-    end = f"; {tail}" if tail else ""
-    room = limit - len(end)
-    if len(text) > room:
-        text = cut_middle(text, max(room, 0))
-    return text + end
-
-
-def cut_middle(text: str, room: int) -> str:
-    """``text`` in ``room`` characters: its start (the cause, most often),
-    ``...``, and its end (the remedy): the most whole last sentences (after
-    ``". "``) that leave the start a quarter of the room, else the last two
-    thirds."""
-    keep = max(room - 3, 0)  # of the text, beside the "..."
-    last = keep - keep // 3
-    at = text.find(". ")
-    while at != -1:
-        if len(text) - (at + 2) <= keep - keep // 4:
-            last = len(text) - (at + 2)
-            break
-        at = text.find(". ", at + 2)
-    return text[: keep - last] + "..." + text[len(text) - last :]
-
-
-def printable(text: str) -> str:
-    """``text`` with each character that is not printable (a newline, an escape
-    sequence's ESC) as ``?``; a printable text as it is, at C's speed."""
-    if text.isprintable():
-        return text
-    return "".join([c if c.isprintable() else "?" for c in text])
 
 
 def _detect() -> tuple[bool, str]:

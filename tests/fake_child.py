@@ -1,5 +1,5 @@
 """A stand-in for ``rocm_hwq_autoset._evaluation.child``: the parent's tests run it
-instead (``_registry_parent.CHILD``), so that they control what the child does
+instead (``process.CHILD``), so that they control what the child does
 and when, without torchtitan.
 
 Its environment tells it what to do: ``FAKE_CHILD_LOG`` (a file: one JSON line
@@ -24,8 +24,8 @@ import sys
 import time
 
 from rocm_hwq_autoset import recommend
-from rocm_hwq_autoset._evaluation.child import watch
-from rocm_hwq_autoset._evaluation.result_text import encode_result
+from rocm_hwq_autoset._evaluation.answer import encode_result
+from rocm_hwq_autoset._evaluation.process import watch
 from rocm_hwq_autoset._model import Inputs
 
 #: What the tests' child answers by default: 5 lanes, Q = 8.

@@ -8,10 +8,11 @@
     python tools/mutation.py equivalents
 
 ``run`` mutates the package with mutmut (``pip install -e '.[test,mutation]'``;
-its settings are ``[tool.mutmut]`` in pyproject.toml) and runs ``tests/unit`` and
-``tests/cli`` against every mutant of the package, or of the modules named
-(``_decision``, ``_cli.verify``, ``__init__`` ...), or of the modules changed since
-REV (default ``HEAD``: the working tree's changes). Then it reports.
+its settings are ``[tool.mutmut]`` in pyproject.toml) and runs ``tests/unit``,
+``tests/cli`` and ``tests/evaluation`` against every mutant of the package, or of
+the modules named (``_decision``, ``_cli.verify``, ``__init__`` ...), or of the
+modules changed since REV (default ``HEAD``: the working tree's changes). Then it
+reports.
 ``--again`` (after adding tests or changing code) tests, with the current tests,
 only the mutants of functions that changed since the last run and those the
 last run left alive: mutmut keeps the results of functions whose code did not
@@ -235,7 +236,7 @@ EQUIVALENT: list[Equivalent] = [
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
-        "_evaluation.result_text",
+        "_evaluation.answer",
         "settings_from_json",
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
         "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
@@ -398,7 +399,7 @@ EQUIVALENT: list[Equivalent] = [
         "follow_symlinks is read for its truth: None is False.",
     ),
     Equivalent(
-        "_evaluation.parent",
+        "_evaluation.process",
         "Evaluation.__init__",
         'cache_key: str = "",',
         'cache_key: str = "XXXX",',
@@ -406,7 +407,7 @@ EQUIVALENT: list[Equivalent] = [
         " gives a cache gives its key.",
     ),
     Equivalent(
-        "_evaluation.parent",
+        "_evaluation.process",
         "Evaluation._read_line",
         'while b"\\n" not in data and len(data) <= MAX_RESULT_BYTES:',
         'while b"\\n" not in data and len(data) < MAX_RESULT_BYTES:',
@@ -415,7 +416,7 @@ EQUIVALENT: list[Equivalent] = [
         " tell.",
     ),
     Equivalent(
-        "_evaluation.parent",
+        "_evaluation.process",
         "Evaluation._read_line",
         "chunk = os.read(fd, 65536)",
         "chunk = os.read(fd, 65537)",

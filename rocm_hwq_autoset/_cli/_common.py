@@ -37,18 +37,18 @@ from .._decision import (
     conclude,
     decide,
     failed,
+    fit,
     recommend_launch,
     world_size,
 )
 from .._environ import INPUTS, ORIGIN, QUEUES, QueuesSetting
-from .._hook import fit
 from .._model import Recommendation
 from .._rocm import detect
 
 if TYPE_CHECKING:
     import argparse
 
-    from .._evaluation.result_text import Evaluated
+    from .._model import Evaluated
 
 PROG = "rocm-hwq-autoset"
 TRAINING_ARGS_HELP = (

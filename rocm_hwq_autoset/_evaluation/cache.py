@@ -34,14 +34,14 @@ from typing import Any
 
 from .._config import ConfigError, read_open
 from .._environ import CACHE_DIR, cache_switch
+from .answer import decode_result
 from .deps import DEVICES, check
-from .result_text import decode_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .result_text import Evaluated
+    from .._model import Evaluated
 
 NAME = "rocm-hwq-autoset"
 

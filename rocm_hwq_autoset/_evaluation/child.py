@@ -36,285 +36,28 @@ Usage: ``python -m rocm_hwq_autoset._evaluation.child [--parent PID] [--cache DI
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
-import re
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from .._argv import (
-    CONFIG_FLAG,
-    MODULE_FLAG,
     MODULE_FORM,
     Launch,
-    cli_overrides,
-    module_args,
-    suggest_flag,
 )
-from .._config import CLI, ConfigError, Setting, from_object
+from .._config import ConfigError
 from .._decision import SKIP, WARNING, Outcome, conclude, internal_error
 from .._environ import QUEUES, timeout
-from .._model import Inputs, read_inputs
+from .._model import decode_inputs
+from .answer import decode_result, encode_result
 from .cache import Cache
 from .deps import Recorder
-from .result_text import decode_inputs, decode_result, encode_result
-
-#: How MoE is known in this form: PR #4032's own test.
-MOE_TEST = "model_spec.model.traverse(MoE.Config)"
-#: A list torchtitan puts in a message (the available config functions, the
-#: supported modules) is shortened to its first few, with the count.
-LIST_SHOWN = 5
-PR_SET_PDEATHSIG = 1
-
-
-def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
-    """The model's inputs and every field for ``--module M --config FN
-    [overrides]``, with the config built by torchtitan itself and read as PR
-    #4032 reads it. Imports torchtitan (and torch): never call this in a
-    training process. ``ConfigError`` says why torchtitan refused, naming the
-    real source: the flag that gave a value, or the config function itself."""
-    module, function = module_args(args)  # both flags, with values
-    try:
-        from torchtitan.config import (  # type: ignore[import-not-found,unused-ignore]
-            ConfigManager,
-        )
-    except Exception as exc:
-        raise ConfigError(
-            f"torchtitan cannot be imported here ({type(exc).__name__}: {exc})"
-        ) from None
-    try:
-        config = _parse(ConfigManager, args)
-    except SystemExit as refused:  # tyro prints why in a box, then exits
-        why = f"{refused}{_hint(args)}"
-        if _overrides(args) and not _refuses(ConfigManager, module, function):
-            raise ConfigError(f"torchtitan rejected the arguments: {why}") from None
-        # The config function's own values: no argument of the user's is at fault.
-        raise ConfigError(
-            f"torchtitan refused the config: {why}", f"{CONFIG_FLAG} {function}"
-        ) from None
-    except Exception as exc:
-        masked = _masked_import(exc, module)
-        also = f"; the import that failed: {masked}" if masked else ""
-        raise ConfigError(
-            "torchtitan could not build the config"
-            f" ({type(exc).__name__}: {shorten_lists(str(exc))}{also})"
-        ) from None
-    try:
-        given = cli_overrides(args)
-    except ConfigError:
-        given = {}
-    try:
-        settings = from_object(config, {})
-    except ConfigError as exc:  # "config: FIELD": say where the value came from
-        key = exc.source.partition(": ")[2]
-        source = _flag_for(args, key) if key in given else ""
-        raise ConfigError(
-            exc.reason, source or f"{CONFIG_FLAG} {function}: {key or exc.source}"
-        ) from None
-    for key in given:  # torchtitan applied the overrides: say they are the CLI's
-        settings[key] = Setting(settings[key].value, CLI)
-    moe = _has_moe(config)
-    known = None if moe is None else (moe, "traverse")
-    return read_inputs(settings, known, form=MODULE_FORM), settings
-
-
-def _parse(manager: Any, args: Sequence[str]) -> Any:
-    """``ConfigManager().parse_args(args)``; ``SystemExit(why)`` for tyro's
-    refusal, with tyro's box read into one line."""
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            return manager().parse_args(list(args))
-    except SystemExit:
-        raise SystemExit(_why(said)) from None
-
-
-def _overrides(args: Sequence[str]) -> bool:
-    """Whether ``args`` hold anything beyond ``--module M --config FN``."""
-    rest = list(args)
-    for flag in (MODULE_FLAG, CONFIG_FLAG):
-        for i, arg in enumerate(rest):
-            if arg.partition("=")[0] == flag:
-                del rest[i : i + (1 if "=" in arg else 2)]
-                break
-    return bool(rest)
-
-
-def _refuses(manager: Any, module: str, function: str) -> bool:
-    """Whether torchtitan refuses the config function alone, with no overrides."""
-    try:
-        _parse(manager, [MODULE_FLAG, module, CONFIG_FLAG, function])
-    except SystemExit:
-        return True
-    except Exception:  # another failure: not the refusal at hand
-        return False
-    return False
-
-
-def _flag_for(args: Sequence[str], key: str) -> str:
-    """The command line's own spelling of the last flag that sets ``key``."""
-    found = ""
-    for arg in args:
-        name = arg.partition("=")[0]
-        if name.startswith("--") and name[2:].replace("-", "_") == key:
-            found = name
-    return found or f"--{key}"
-
-
-#: Where torchtitan 0.3.0 looks for ``--module NAME``'s registry
-#: (``ConfigManager._load_config_registry``).
-REGISTRY_PREFIXES = (
-    "torchtitan.models",
-    "torchtitan.experiments",
-    "torchtitan.experiments.rl.examples",
-)
-
-
-def _masked_import(exc: BaseException, module: str) -> str | None:
-    """The import that really failed behind ``exc``, said as ``Type: message``:
-    the first ``ImportError`` in its chain (``__cause__``, ``__context__``); or,
-    for torchtitan's own "Cannot import ..." (raised after its loop, so its
-    cause is gone), the first candidate registry that exists but cannot be
-    imported, imported again here. None if none."""
-    seen: set[int] = set()
-    link = exc.__cause__ or exc.__context__
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, ImportError):
-            return f"{type(link).__name__}: {link}"
-        link = link.__cause__ or link.__context__
-    if not isinstance(exc, ImportError) or not str(exc).startswith("Cannot import"):
-        return None
-    import importlib
-
-    candidates = [f"{module}.config_registry", module]
-    if "." not in module:
-        candidates = [
-            f"{prefix}.{module}.config_registry" for prefix in REGISTRY_PREFIXES
-        ]
-    for candidate in candidates:
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                importlib.import_module(candidate)
-        except ModuleNotFoundError as inner:
-            name = inner.name or ""
-            if name and (candidate == name or candidate.startswith(name + ".")):
-                continue  # the candidate itself is not there: torchtitan's own case
-            return f"{type(inner).__name__}: {inner}"
-        except Exception as inner:
-            return f"{type(inner).__name__}: {inner}"
-    return None
-
-
-def _why(said: io.StringIO) -> str:
-    """tyro's error, out of its box, on one line."""
-    lines = said.getvalue().splitlines()
-    boxed = []
-    for line in lines:
-        body = line.strip()
-        if body.startswith("│") and body.endswith("│"):
-            body = body.strip("│ ")
-            if body and not body.strip("─"):
-                break  # the rule before "For full helptext"
-            boxed.append(body)
-    return " ".join(" ".join(boxed or lines[-1:]).split()) or "no reason given"
-
-
-def _hint(args: Sequence[str]) -> str:
-    for arg in args:
-        meant = suggest_flag(arg)
-        if meant is not None:
-            return f" (did you mean {meant} for {arg.partition('=')[0]}?)"
-    return ""
-
-
-_LIST = re.compile(r"\[('[^'\]]*'(?:, '[^'\]]*')*)\]")
-
-
-def shorten_lists(text: str, shown: int = LIST_SHOWN) -> str:
-    """``text`` with each Python list of strings longer than ``shown`` cut to
-    its first ones and the count: ``['a', 'b', ... (19 in all)]``."""
-
-    def cut(match: re.Match[str]) -> str:
-        items = match.group(1).split(", ")
-        if len(items) <= shown:
-            return match.group(0)
-        return "[" + ", ".join(items[:shown]) + f", ... ({len(items)} in all)]"
-
-    return _LIST.sub(cut, text)
-
-
-def _has_moe(config: object) -> bool | None:
-    """True when ``config.model_spec.model.traverse(MoE.Config)`` yields anything."""
-    model = getattr(getattr(config, "model_spec", None), "model", None)
-    if model is None:
-        return None
-    try:
-        from torchtitan.models.common.moe import (  # type: ignore[import-not-found,unused-ignore]
-            MoE,
-        )
-    except Exception:
-        return None
-    return any(True for _ in model.traverse(MoE.Config))
-
+from .process import _check_lock, _end_group, lowest_priority, watch
+from .registry import evaluate_config
 
 # The process.
-
-
-def watch(parent: int) -> None:
-    """End this process, and every process it started, as soon as ``parent``
-    is gone, however it ended.
-
-    A reaper process, forked first, waits for that: for EOF on stdin (the pipe
-    the parent holds open until it no longer wants the answer) and, on Linux,
-    for this process's death, which the kernel's parent-death signal makes
-    follow the parent's at once. Then it kills the whole process group. It is
-    a process of its own so that nothing this one does (a long import holding
-    the GIL) can delay it.
-    """
-    if os.getppid() != parent:  # it died before the watch began
-        os._exit(1)
-    reaper = os.fork()
-    if reaper == 0:
-        _reap(os.getppid())
-    _die_with(parent, signal.SIGKILL)
-
-
-def _reap(child: int) -> None:
-    """The reaper: kill the process group when the pipe closes or ``child``
-    dies. Never returns."""
-    quiet = os.open(os.devnull, os.O_RDWR)
-    os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us
-    os.dup2(quiet, 2)
-    signal.signal(signal.SIGTERM, lambda signum, frame: _end_group())
-    _die_with(child, signal.SIGTERM)
-    try:
-        while os.read(0, 4096):
-            pass
-    except OSError:
-        pass
-    _end_group()
-
-
-def _die_with(parent: int, signum: int) -> None:
-    """Ask the kernel for ``signum`` when ``parent`` dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signum)
-        except Exception:  # no prctl: the pipe alone
-            pass
-    if os.getppid() != parent:  # it died before the request
-        _end_group()
-
-
-def _end_group() -> None:
-    os.killpg(os.getpgid(0), signal.SIGKILL)
-    os._exit(1)  # pragma: no cover - killpg killed us
 
 
 def _from_peer(cache: Cache, key: str) -> dict[str, Any] | None:
@@ -439,17 +182,6 @@ def _deps(cache: Cache, recorder: Recorder) -> dict[str, Any] | None:
     return deps
 
 
-def lowest_priority() -> None:
-    """This process at the lowest CPU priority: nice 19 and, on Linux, the idle
-    scheduling class (it runs only when a CPU has nothing else to do)."""
-    with contextlib.suppress(OSError):
-        os.nice(19)  # from any niceness: 19 is the ceiling
-    idle = getattr(os, "SCHED_IDLE", None)
-    if idle is not None and hasattr(os, "sched_setscheduler"):
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, idle, os.sched_param(0))
-
-
 # The background check of a cached answer.
 
 #: A check's bound, in evaluation timeouts (``ROCM_HWQ_AUTOSET_TIMEOUT``): it
@@ -507,26 +239,6 @@ def _check(
     _say_check(options, Outcome(
         WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}", then,
     ))  # fmt: skip
-
-
-def _check_lock(path: str) -> bool:
-    """Whether this process may check: it holds the node's check lock (until it
-    ends), or locks cannot be had there (it checks alone). False when another
-    process holds it."""
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    except OSError:  # no locks here (an NFS mount without them): alone
-        pass
-    return True
 
 
 def _say_check(options: dict[str, str], outcome: Outcome) -> None:

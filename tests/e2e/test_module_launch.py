@@ -29,14 +29,14 @@ def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None
     """The parent side on its own: a config that takes 30 s to build, a 0.5 s
     timeout; the child's group is killed and the reason is one line."""
     from rocm_hwq_autoset._config import ConfigError
-    from rocm_hwq_autoset._evaluation import parent as _registry_parent
+    from rocm_hwq_autoset._evaluation import process
 
-    package = str(Path(_registry_parent.__file__).parents[1])
+    package = str(Path(process.__file__).parents[1])
     path = os.pathsep.join([str(write_standin(tmp_path / "standin")), package])
     environ = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
                "STANDIN_SLEEP": "30", "ROCM_HWQ_AUTOSET_TIMEOUT": "0.5"}  # fmt: skip
     start = time.perf_counter()
-    evaluation = _registry_parent.Evaluation(LLAMA, environ, None)
+    evaluation = process.Evaluation(LLAMA, environ, None)
     result, _ = evaluation.result()
     assert isinstance(result, ConfigError)
     assert str(result) == "evaluating took over 0.5 s (ROCM_HWQ_AUTOSET_TIMEOUT)"

@@ -126,13 +126,13 @@ def case_args(module: str, config: str, override: str) -> list[str]:
 
 #: Every case in one torchtitan process: the values torchtitan itself built
 #: (RAW), and what this package's child makes of the same arguments
-#: (``_registry_child.evaluate_config``, what the child runs), with the
+#: (``_evaluation.registry.evaluate_config``, what the child runs), with the
 #: recommendation for no world size and for 2 ranks.
 OURS = """
 import json, sys
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._model import Recommendation
-from rocm_hwq_autoset._evaluation.child import evaluate_config
+from rocm_hwq_autoset._evaluation.registry import evaluate_config
 for args in json.loads(sys.argv[1]):
     try:
         inputs, settings = evaluate_config(args)
@@ -218,7 +218,7 @@ def test_the_issues_launch_has_no_cudagraph_lane(
 REFUSALS = """
 import importlib.util, json, sys
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._evaluation.child import evaluate_config
+from rocm_hwq_autoset._evaluation.registry import evaluate_config
 print("HAS " + json.dumps(importlib.util.find_spec("transformers") is not None))
 for args in json.loads(sys.argv[1]):
     try:

@@ -16,7 +16,7 @@ from rocm_hwq_autoset._config import (
     near_miss,
     parse_toml,
 )
-from rocm_hwq_autoset._evaluation.result_text import (
+from rocm_hwq_autoset._evaluation.answer import (
     settings_from_json,
     settings_to_json,
 )

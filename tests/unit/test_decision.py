@@ -11,8 +11,7 @@ import pytest
 from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
-from rocm_hwq_autoset._evaluation.result_text import encode_inputs
-from rocm_hwq_autoset._model import Inputs
+from rocm_hwq_autoset._model import Inputs, encode_inputs
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import (

@@ -55,7 +55,7 @@ def test_control_characters_and_length_are_tamed(
 ) -> None:
     err = run({}, ["--job.config_file", "a\nb\x1b[31m" + "x" * 1000], rocm_path, capsys)
     assert err.count("\n") == 1 and "\x1b" not in err
-    assert len(err) == _hook.MAX_LINE + 1  # cut from the middle of the path
+    assert len(err) == _decision.MAX_LINE + 1  # cut from the middle of the path
     assert err.endswith("x: File name too long; GPU_MAX_HW_QUEUES left unset\n")
 
 
@@ -167,7 +167,7 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
 def test_a_line_is_cut_in_the_middle_of_its_cause(
     text: str, tail: str, limit: int, line: str
 ) -> None:
-    assert _hook.fit(text, tail, limit) == line
+    assert _decision.fit(text, tail, limit) == line
 
 
 def test_a_skip_is_said_only_in_verbose_mode(
@@ -275,16 +275,14 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
 ) -> None:  # fmt: skip
     """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
     "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
-    from rocm_hwq_autoset._evaluation import parent as _registry_parent
+    from rocm_hwq_autoset._evaluation import parent
 
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
     monkeypatch.setattr(sys, "orig_argv",
                         ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
     started: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(
-        _registry_parent, "start", lambda p, apply: started.append((p, apply))
-    )
+    monkeypatch.setattr(parent, "start", lambda p, apply: started.append((p, apply)))
     _hook.run()
     [(pending, apply)] = started
     assert isinstance(pending, Launch) and pending is _hook.decided
@@ -315,7 +313,7 @@ CUDA_GRAPHS_EP = (
 def test_a_long_message_keeps_its_remedy() -> None:
     """The CLI cuts an error at 240 characters (``_cli/_common.fail``): the
     remedy, in the last sentences, survives; the middle goes."""
-    line = _hook.fit(CUDA_GRAPHS_EP, limit=240)
+    line = _decision.fit(CUDA_GRAPHS_EP, limit=240)
     assert len(line) == 240
     assert line.startswith("--module/--config: torchtitan could not build the config")
     assert line.endswith(

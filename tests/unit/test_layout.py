@@ -25,12 +25,13 @@ LAYERS = {
     # the --module wing's ground floor: what an evaluation read, its result as
     # text (the child's answer, a cache entry, the workers' inputs)
     "_evaluation.__init__": 2, "_evaluation.deps": 2,
-    "_evaluation.result_text": 2,
+    "_evaluation.answer": 2,
     # the decision, the public API, the cache of evaluations
     "_decision": 3, "_api": 3, "_evaluation.cache": 3,
     # the --module evaluation: the process starts a launcher makes, watched;
     # then the parent's side
-    "_evaluation.spawns": 4, "_evaluation.parent": 5,
+    "_evaluation.spawns": 4, "_evaluation.process": 4,
+    "_evaluation.parent": 5, "_evaluation.registry": 4,
     # the start-up hook, then the gate every process passes, and the child's
     # side (its background check says its line as the hook says its own)
     "_hook": 6, "__init__": 7, "_evaluation.child": 7,

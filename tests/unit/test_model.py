@@ -9,15 +9,13 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
-from rocm_hwq_autoset._evaluation.result_text import (
-    decode_inputs,
-    decode_result,
-    encode_inputs,
-)
+from rocm_hwq_autoset._evaluation.answer import decode_result
 from rocm_hwq_autoset._model import (
     FACT_KEYS,
     Inputs,
     Recommendation,
+    decode_inputs,
+    encode_inputs,
     moe_by_table,
     queues_for,
     resolve_shard,

@@ -17,61 +17,15 @@ from .._config import (
     Setting,
     check_value,
 )
-from .._model import MOE_FROM, Inputs
+from .._model import Inputs, decode_inputs, encode_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    #: The model's inputs and every field with its source.
-    Evaluated = tuple[Inputs, dict[str, Setting]]
+    from .._model import Evaluated
 
 SOURCES = (DEFAULT, CLI, TOML, CONFIG)
-_FLAGS = ("moe", "cudagraph", "overlap")
-_DEGREES = ("dp_shard", "dp_replicate", "tp", "cp", "pp", "ep")
-
-
-def encode_inputs(inputs: Inputs) -> str:
-    """One line of ``name=value`` pairs."""
-    return ",".join(
-        f"{k}={int(v) if isinstance(v, bool) else v}"
-        for k, v in inputs.as_dict().items()
-    )
-
-
-def decode_inputs(text: str) -> Inputs:
-    """The inputs :func:`encode_inputs` wrote; ``ConfigError`` for anything else."""
-    fields: dict[str, str] = {}
-    for pair in text.split(","):
-        name, eq, value = pair.partition("=")
-        if not eq or name not in Inputs.__slots__ or name in fields:
-            raise ConfigError(f"{pair[:40]!r} is not one of the model's inputs")
-        fields[name] = value
-    if len(fields) != len(Inputs.__slots__):
-        raise ConfigError("some of the model's inputs are missing")
-    if fields["moe_from"] not in MOE_FROM:
-        raise ConfigError(f"moe_from={fields['moe_from'][:40]!r} is unknown")
-    flags: dict[str, bool] = {}
-    for name in _FLAGS:
-        if fields[name] not in ("0", "1"):
-            raise ConfigError(f"{name}={fields[name][:40]!r} is not 0 or 1")
-        flags[name] = fields[name] == "1"
-    degrees: dict[str, int] = {}
-    for name in _DEGREES:
-        raw = fields[name]
-        digits = raw[1:] if name == "dp_shard" and raw == "-1" else raw
-        if not (digits.isdigit() and digits.isascii()):
-            raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-        degrees[name] = int(raw)  # >= 0, or dp_shard's -1
-        if degrees[name] == 0:
-            raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-    return Inputs(
-        moe_from=fields["moe_from"],
-        moe=flags["moe"],
-        cudagraph=flags["cudagraph"],
-        overlap=flags["overlap"],
-        **degrees,
-    )
 
 
 def settings_to_json(settings: Mapping[str, Setting]) -> dict[str, list[object]]:

@@ -1,0 +1,76 @@
+"""The real child of the --module evaluation, run on the stand-in torchtitan:
+its environment, its answer, what it evaluated."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rocm_hwq_autoset._evaluation import child as child_module
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def child(world: dict[str, str], args: list[str], *, cache: bool = True,
+          key: str = "k" * 32, **env: str) -> subprocess.Popen[str]:  # fmt: skip
+    options = ["--cache", world["CACHE"], "--key", key] if cache else []
+    os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+         *args],
+        cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def answer(process: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = process.communicate(timeout=60)
+    assert err == "" and out.count("\n") == 1, (out, err)
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def evaluations(world: dict[str, str]) -> int:
+    path = Path(world["STANDIN_LOG"])
+    if not path.exists():
+        return 0
+    return sum(json.loads(line)[0] == "parse_args" for line in path.open())
+
+
+def said(*lines: str) -> io.StringIO:
+    return io.StringIO("".join(line + "\n" for line in lines))
+
+
+class Forked:
+    """``child.main(argv)`` in a fork, with ``env`` added to its
+    environment; the alarm it sets is noted, not set."""
+
+    def __init__(self, tmp_path: Path, argv: list[str], **env: str) -> None:
+        self.out = tmp_path / "out"
+        self.alarm = tmp_path / "alarm"
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                fd = os.open(self.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.environ.update(env)
+                signal.alarm = lambda seconds: self.alarm.write_text(str(seconds)) or 0
+                child_module.main(argv)
+            finally:
+                os._exit(3)  # main raised
+
+    def finish(self) -> tuple[int, str]:
+        """Its exit status and what it printed."""
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status), self.out.read_text()
+
+    def blocked(self) -> bool:
+        """Whether it waits for a lock."""
+        with open("/proc/locks") as locks:
+            return any("->" in line and f" {self.pid} " in line for line in locks)

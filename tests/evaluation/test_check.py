@@ -1,0 +1,236 @@
+"""The background check of a cached answer (``child --check``), run on the
+stand-in torchtitan: it agrees and refreshes, or corrects the entry and says
+so once; its log level, its lock, its priority, its bound."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._evaluation.cache import Cache, host
+
+from .children import Forked, answer, child, evaluations
+
+#: A recipe whose degree comes from a file read only by os.path.exists: no
+#: recording sees that (no audit event), so only a check can tell.
+EXISTS = """
+import os
+from torchtitan.experiments.graph_trainer import trainer_config
+def flag():
+    tp = 2 if os.path.exists("tp2.flag") else 1
+    config = trainer_config("m", "f", moe=False, tensor_parallel_degree=tp)
+    if os.environ.get("BREAK_TRAVERSE"):  # a failure of ours, not the config's
+        config.model_spec.model.traverse = lambda cls: 1 / 0
+    return config
+"""
+
+FLAG = ["--module", "exists_recipes", "--config", "flag"]
+
+TP1 = ("cp=1,cudagraph=1,dp_replicate=1,dp_shard=-1,ep=1,moe=0,moe_from=traverse,"
+       "overlap=0,pp=1,tp=1")  # fmt: skip
+
+TP2 = TP1.replace("tp=1", "tp=2")
+
+
+@pytest.fixture
+def flagged(world: dict[str, str]) -> dict[str, str]:
+    recipes = Path(world["WORK"], "exists_recipes")
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(EXISTS)
+    return world
+
+
+def checking(world: dict[str, str], cached: str, *, say: bool = True,
+             key: str = "k" * 32, status: int = 0,
+             **env: str) -> tuple[str, list[str]]:  # fmt: skip
+    """A check of an entry whose inputs were ``cached``: what it printed on
+    stdout, and the lines it said on the descriptor it was given."""
+    os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
+    read, write = os.pipe()
+    options = ["--cache", world["CACHE"], "--key", key, "--check", cached]
+    if say:
+        options += ["--say", str(write)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+         *FLAG],
+        cwd=world["WORK"], env={**world, "ROCM_HWQ_AUTOSET": "0", **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
+        start_new_session=True,  # a check that times out ends its whole group
+    )  # fmt: skip
+    os.close(write)
+    out, err = process.communicate(timeout=60)
+    with os.fdopen(read) as lines:
+        said = lines.read().splitlines()
+    assert (process.returncode, err) == (status, "")
+    return out, said
+
+
+def entry(world: dict[str, str], key: str = "k" * 32) -> Any:
+    path = Path(world["CACHE"], f"{key}.json")
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_check_that_agrees_refreshes_the_entry_and_says_nothing(
+    flagged: dict[str, str],
+) -> None:
+    assert answer(child(flagged, FLAG))["inputs"] == TP1
+    stamp = Path(flagged["CACHE"], f"{'k' * 32}.json").stat().st_mtime_ns
+    time.sleep(0.01)
+    assert checking(flagged, TP1) == ("", [])
+    assert entry(flagged)["result"]["inputs"] == TP1
+    assert Path(flagged["CACHE"], f"{'k' * 32}.json").stat().st_mtime_ns > stamp
+    assert evaluations(flagged) == 2  # it evaluated, ignoring the entry
+
+
+def test_a_check_that_finds_the_entry_stale_corrects_it_and_says_so_once(
+    flagged: dict[str, str],
+) -> None:
+    assert answer(child(flagged, FLAG))["inputs"] == TP1
+    Path(flagged["WORK"], "tp2.flag").write_text("")  # no recording sees this
+    assert answer(child(flagged, FLAG))["how"] == "cache"  # the hole
+    out, said = checking(flagged, TP1)
+    assert out == ""
+    assert said == [
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
+        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
+        " cudagraph_capture); the cache now holds 8 for the next launch"
+    ]
+    assert entry(flagged)["result"]["inputs"] == TP2
+    again = answer(child(flagged, FLAG))  # the next launch gets it
+    assert (again["how"], again["inputs"]) == ("cache", TP2)
+
+
+@pytest.mark.parametrize("level", ["quiet", "", "verbose"])
+def test_the_checks_line_follows_the_log_level(
+    flagged: dict[str, str], level: str
+) -> None:
+    """Quiet: nothing (the parent gives no descriptor then; given one, the
+    child still says nothing); default and verbose: the one line."""
+    answer(child(flagged, FLAG))
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+    _, said = checking(flagged, TP1, ROCM_HWQ_AUTOSET_LOG=level)
+    assert len(said) == (0 if level == "quiet" else 1)
+    assert entry(flagged)["result"]["inputs"] == TP2  # corrected all the same
+
+
+def test_a_check_while_another_of_the_node_checks_does_nothing(
+    flagged: dict[str, str],
+) -> None:
+    answer(child(flagged, FLAG))
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+    lock = os.open(Path(flagged["CACHE"], f"{'k' * 32}.{host()}.check"),
+                   os.O_RDWR | os.O_CREAT, 0o600)  # fmt: skip
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert checking(flagged, TP1) == ("", [])
+    finally:
+        os.close(lock)
+    assert evaluations(flagged) == 1 and entry(flagged)["result"]["inputs"] == TP1
+
+
+def test_a_check_that_fails_keeps_the_entry_and_says_so_only_when_verbose(
+    flagged: dict[str, str],
+) -> None:
+    answer(child(flagged, FLAG))
+    before = entry(flagged)
+    for level, lines in (("", []), ("verbose", [
+        "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
+        " evaluation: internal error (ZeroDivisionError: division by zero); the"
+        " entry is kept"])):  # fmt: skip
+        _, said = checking(flagged, TP1, BREAK_TRAVERSE="1", ROCM_HWQ_AUTOSET_LOG=level)
+        assert said == lines
+        assert entry(flagged) == before
+
+
+def test_a_check_whose_evaluation_is_refused_removes_the_entry_and_says_so(
+    flagged: dict[str, str],
+) -> None:
+    answer(child(flagged, FLAG))
+    registry = Path(flagged["WORK"], "exists_recipes", "config_registry.py")
+    registry.write_text("")  # the config function is gone
+    _, said = checking(flagged, TP1)
+    assert said == [
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: torchtitan"
+        " could not build the config (AttributeError: module"
+        " 'exists_recipes.config_registry' has no attribute 'flag'); the cache no"
+        " longer holds it: the next launch evaluates again"
+    ]
+    assert entry(flagged) is None
+
+
+def test_a_check_runs_at_the_lowest_priority(flagged: dict[str, str]) -> None:
+    """nice 19 and the idle scheduling class, from its start."""
+    recipes = Path(flagged["WORK"], "exists_recipes", "config_registry.py")
+    recipes.write_text(EXISTS + (
+        "import json\n"
+        "with open('priority.json', 'w') as f:\n"
+        "    json.dump([os.nice(0), os.sched_getscheduler(0)], f)\n"
+    ))  # fmt: skip
+    checking(flagged, TP1)
+    niceness, policy = json.loads(Path(flagged["WORK"], "priority.json").read_text())
+    assert niceness == 19 and policy == os.SCHED_IDLE
+
+
+@pytest.mark.parametrize("level", ["", "verbose"])
+def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
+    flagged: dict[str, str], level: str
+) -> None:
+    answer(child(flagged, FLAG))
+    before = entry(flagged)
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+    start = time.monotonic()
+    _, said = checking(flagged, TP1, status=-signal.SIGKILL, STANDIN_SLEEP="30",
+                       ROCM_HWQ_AUTOSET_TIMEOUT="0.2",
+                       ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
+    assert 2 < time.monotonic() - start < 10  # ten timeouts, then the alarm's second
+    assert said == ([] if not level else [
+        "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
+        " evaluation took over 2 s; the entry is kept"])  # fmt: skip
+    assert entry(flagged) == before
+
+
+def test_a_stale_entry_the_check_cannot_correct_is_removed(
+    flagged: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or read-only cache: the wrong entry must not stay for the next
+    launch. The check's main in a fork of this process, storing refused."""
+    answer(child(flagged, FLAG))
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Cache, "store", full)
+    for folder in flagged["PYTHONPATH"].split(os.pathsep)[:1]:
+        monkeypatch.syspath_prepend(folder)
+    monkeypatch.chdir(flagged["WORK"])
+    monkeypatch.syspath_prepend(flagged["WORK"])
+    read, write = os.pipe()
+    options = ["--cache", flagged["CACHE"], "--key", "k" * 32, "--check", TP1,
+               "--say", str(write)]  # fmt: skip
+    try:
+        forked = Forked(tmp_path, [*options, "--", *FLAG], ROCM_HWQ_AUTOSET="0")
+        os.close(write)
+        assert forked.finish() == (0, "")
+        with os.fdopen(read) as lines:
+            said = lines.read()
+    finally:
+        roots = ("torchtitan", "exists_recipes")
+        for name in [m for m in sys.modules if m.split(".")[0] in roots]:
+            del sys.modules[name]
+    assert said.endswith(
+        "; the cache no longer holds it: the next launch evaluates again\n"
+    ), said
+    assert entry(flagged) is None

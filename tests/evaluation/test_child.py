@@ -1,0 +1,362 @@
+"""The child of the ``--module`` evaluation as a process (``child``), run on
+the stand-in torchtitan: the answer it prints, what it stores, and how the
+children of ranks started together on one node share one evaluation."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
+from rocm_hwq_autoset._evaluation import child as child_module
+from rocm_hwq_autoset._evaluation.cache import Cache, host
+
+from .children import Forked, answer, child, evaluations
+
+RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
+
+
+def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
+    doc = answer(child(world, RECIPE))
+    assert doc["how"] == "evaluated"
+    assert doc["inputs"] == ("cp=1,cudagraph=1,dp_replicate=1,dp_shard=-1,ep=1,moe=0,"
+                             "moe_from=traverse,overlap=0,pp=1,tp=2")  # fmt: skip
+    assert doc["settings"]["parallelism.tensor_parallel_degree"] == [2, "config"]
+    assert (Path(world["CACHE"]) / f"{'k' * 32}.json").is_file()
+    again = answer(child(world, RECIPE))
+    assert again == {**doc, "how": "cache"}
+    assert evaluations(world) == 1
+
+
+def test_an_entry_is_not_reused_once_a_variable_the_config_read_changed(
+    world: dict[str, str],
+) -> None:
+    recipes = Path(world["WORK"], "env_recipes")
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(
+        "import os\n"
+        "from torchtitan.experiments.graph_trainer import trainer_config\n"
+        "def tp():\n"
+        "    tp = int(os.environ['MY_TP'])\n"
+        "    return trainer_config('m', 'f', moe=False, tensor_parallel_degree=tp)\n"
+    )
+    args = ["--module", "env_recipes", "--config", "tp"]
+    docs = [answer(child(world, args, MY_TP=tp)) for tp in ("2", "2", "4")]
+    assert [d["how"] for d in docs] == ["evaluated", "cache", "evaluated"]
+    assert "tp=4" in docs[2]["inputs"]
+
+
+def test_without_a_cache_nothing_is_written(world: dict[str, str]) -> None:
+    assert answer(child(world, RECIPE, cache=False))["how"] == "evaluated"
+    assert os.listdir(world["CACHE"]) == []
+
+
+def test_a_failure_is_answered_and_not_stored(world: dict[str, str]) -> None:
+    doc = answer(child(world, ["--module", "my_recipes", "--config", "nope"]))
+    assert doc == {
+        "error": "torchtitan could not build the config (AttributeError: module"
+        " 'my_recipes.config_registry' has no attribute 'nope')",
+        "source": "",
+        "how": "evaluated",
+    }
+    assert not any(name.endswith(".json") for name in os.listdir(world["CACHE"]))
+
+
+@pytest.mark.parametrize(
+    ("args", "reason", "source"),
+    [
+        (["--module", "my_recipes"], "is required (with a value); example:"
+         " --module llama3 --config llama3_debugmodel", "--config"),
+        ([*RECIPE, "--compile.enable_passes", "False"],
+         "torchtitan rejected the arguments: Unrecognized arguments: False", ""),
+        ([*RECIPE, "--compile.enable_passess"],
+         "torchtitan rejected the arguments: Unrecognized options:"
+         " --compile.enable_passess (did you mean --compile.enable_passes for"
+         " --compile.enable_passess?)", ""),
+    ],
+)  # fmt: skip
+def test_torchtitans_refusal_is_one_reason(
+    world: dict[str, str], args: list[str], reason: str, source: str
+) -> None:
+    doc = answer(child(world, args))
+    assert (doc["error"], doc["source"]) == (reason, source)
+
+
+@pytest.mark.parametrize("outcome", ["accepted", "rejected"])
+def test_ranks_started_together_share_one_evaluation(
+    world: dict[str, str], outcome: str
+) -> None:
+    """Four ranks of one node start their children at once: one evaluates
+    (holding the node's lock), the others wait for its answer."""
+    args = RECIPE if outcome == "accepted" else [*RECIPE[:3], "nope"]
+    children = [child(world, args, STANDIN_SLEEP="1") for _ in range(4)]
+    docs = [answer(c) for c in children]
+    assert evaluations(world) == 1
+    assert sorted(d["how"] for d in docs) == ["evaluated", "peer", "peer", "peer"]
+    assert all(("error" in d) is (outcome == "rejected") for d in docs)
+    first = {k: v for k, v in docs[0].items() if k != "how"}
+    assert all({k: v for k, v in d.items() if k != "how"} == first for d in docs)
+
+
+def test_a_rank_that_cannot_take_the_lock_evaluates_alone(
+    world: dict[str, str],
+) -> None:
+    os.makedirs(world["CACHE"], mode=0o700)
+    os.mkdir(Path(world["CACHE"], f"{'k' * 32}.{host()}.lock"))  # not a file
+    assert answer(child(world, RECIPE))["how"] == "evaluated"
+
+
+def test_a_child_whose_parent_is_gone_ends_at_once(world: dict[str, str]) -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--parent", "1",
+         "--", *RECIPE],
+        env=world, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert (process.returncode, process.stdout) == (1, "")
+    assert evaluations(world) == 0
+
+
+NO_CONFIG = ["--module", "my_recipes"]
+
+NO_DEPS: dict[str, Any] = {"env": {}, "files": [], "dirs": [], "lists": []}
+
+NO_CONFIG_ANSWER = {
+    "error": "is required (with a value); example: --module llama3 --config"
+    " llama3_debugmodel",
+    "source": "--config",
+    "how": "evaluated",
+}
+
+
+@pytest.mark.parametrize(
+    ("timeout", "alarm"),
+    [("5", 6), ("2.5", 3), ("soon", int(DEFAULT_TIMEOUT) + 1),
+     ("", int(DEFAULT_TIMEOUT) + 1)],
+)  # fmt: skip
+def test_a_hung_evaluation_ends_a_second_after_the_timeout(
+    tmp_path: Path, timeout: str, alarm: int
+) -> None:
+    """The safety net beside the parent's deadline, for a parent that never
+    waits; a timeout it cannot read (the hook refuses one) is the default."""
+    forked = Forked(tmp_path, ["--", *NO_CONFIG], ROCM_HWQ_AUTOSET_TIMEOUT=timeout)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert forked.alarm.read_text() == str(alarm)
+
+
+def test_an_internal_error_is_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(args: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(child_module, "evaluate_config", broken)
+    assert child_module._evaluate(RECIPE, None) == {
+        "error": "internal error (RuntimeError: a bug of ours)",
+        "source": "",
+        "how": "evaluated",
+    }
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> tuple[Cache, list[str]]:
+    """A cache, and the child's options for it."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    return Cache(str(folder)), ["--cache", str(folder), "--key", "k" * 32]
+
+
+def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    cache, options = node
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
+        _wait_blocked(forked)
+        cache.publish("k" * 32, {"error": "the peer's", "source": "", "how": "x"},
+                      NO_DEPS)  # fmt: skip
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)  # the peer ends (the fork shares the fd)
+        os.close(lock)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (
+        0, {"error": "the peer's", "source": "", "how": "peer"}
+    )  # fmt: skip
+
+
+def test_an_answer_published_before_the_rank_started_is_not_taken(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    """A peer that ended without answering (killed) leaves the last launch's
+    answer there: this rank evaluates."""
+    cache, options = node
+    cache.publish("k" * 32, {"error": "an earlier launch's", "source": ""}, NO_DEPS)
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
+        deadline = time.monotonic() + 10
+        while not forked.blocked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    status, out = forked.finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert cache.published("k" * 32)[1]["answer"] == NO_CONFIG_ANSWER  # the next
+
+
+def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    """It exits at once, without tearing torch down, whatever the cache
+    refuses; its lock file is private."""
+    cache, options = node
+    os.mkdir(cache.result_file("k" * 32))  # not a file: publishing fails
+    status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    lock = Path(cache.path, f"{'k' * 32}.{host()}.lock")  # this node's, in the cache
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def _wait_blocked(forked: Forked) -> None:
+    deadline = time.monotonic() + 10
+    while not forked.blocked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert forked.blocked()
+
+
+@pytest.mark.parametrize(
+    ("published", "taken"),
+    [
+        ({"MY_CP": "1"}, True),
+        ({"MY_CP": "2"}, False),  # another environment: its own evaluation
+        (None, False),  # what the peer read is not known
+    ],
+)
+def test_a_peers_answer_is_taken_only_if_nothing_it_read_differs_here(
+    tmp_path: Path, node: tuple[Cache, list[str]], published: Any, taken: bool
+) -> None:
+    """Two launches of one command at once: the second took the first's answer
+    unchecked, even with another environment (issue #23)."""
+    cache, options = node
+    deps = None if published is None else {**NO_DEPS, "env": published}
+    peer = {"error": "the peer's", "source": "", "how": "evaluated"}
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG], MY_CP="1")
+        _wait_blocked(forked)
+        cache.publish("k" * 32, peer, deps)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    status, out = forked.finish()
+    assert status == 0
+    assert json.loads(out) == ({**peer, "how": "peer"} if taken else NO_CONFIG_ANSWER)
+
+
+def test_a_peers_answer_for_another_key_is_not_taken(
+    tmp_path: Path, node: tuple[Cache, list[str]]
+) -> None:
+    cache, options = node
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
+        _wait_blocked(forked)
+        cache.publish("j" * 32, {"error": "another's", "source": ""}, NO_DEPS)
+        os.rename(cache.result_file("j" * 32), cache.result_file("k" * 32))
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    assert forked.finish() == (0, json.dumps(NO_CONFIG_ANSWER) + "\n")
+
+
+def test_the_child_answers_first_then_stores_at_the_lowest_priority(
+    tmp_path: Path, node: tuple[Cache, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer goes out at the launch's own priority; what follows (what
+    the evaluation read, the peers, the entry) only when the CPU is idle: the
+    first launch no slower than without the cache (issue #23)."""
+    _, options = node
+    seen = tmp_path / "seen"
+
+    def noting(self: Cache, key: str, doc: Any, deps: Any) -> None:
+        idle = getattr(os, "SCHED_IDLE", None)
+        policy = os.sched_getscheduler(0) if idle is not None else None
+        answered = (tmp_path / "out").read_text()
+        seen.write_text(json.dumps([os.nice(0), policy == idle, answered]))
+
+    monkeypatch.setattr(Cache, "publish", noting)
+    before = os.nice(0)
+    status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
+    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    niceness, idle, answered = json.loads(seen.read_text())
+    assert niceness == 19 and idle and json.loads(answered) == NO_CONFIG_ANSWER
+    assert os.nice(0) == before  # the fork's, not ours
+
+
+SHADOW = """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def c():
+    return trainer_config("my_model", "big", moe=False, context_parallel_degree={cp})
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("program", "interpreter", "cp"),
+    [
+        # python /src/torchtitan/train.py: the script's folder first, not this
+        # directory: the recipe comes from PYTHONPATH (cp 1).
+        (("script", "{titan}/train.py"), None, 1),
+        # python -m torchtitan.train: this directory first (cp 2).
+        (("module", "torchtitan.train"), None, 2),
+        # python -P -m torchtitan.train (3.11+): nothing first (cp 1).
+        (("module", "torchtitan.train"), (("-P",), None), 1),
+    ],
+)  # fmt: skip
+def test_the_child_imports_from_where_the_training_does(
+    world: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    program: tuple[str, str], interpreter: Any, cp: int,
+) -> None:  # fmt: skip
+    """Was: the child always put its working directory first (``python -m``),
+    whatever the training's interpreter puts there: a recipe shadowed in the
+    working directory gave the training one config and the hook another."""
+    from rocm_hwq_autoset._argv import Launch
+    from rocm_hwq_autoset._evaluation import parent
+
+    if interpreter is not None and sys.version_info < (3, 11):
+        pytest.skip("-P is Python 3.11's")
+    for folder, degree in ((Path(world["WORK"]), 2), (tmp_path / "other", 1)):
+        (folder / "rec").mkdir(parents=True)
+        (folder / "rec" / "__init__.py").write_text("")
+        (folder / "rec" / "config_registry.py").write_text(SHADOW.format(cp=degree))
+    titan = tmp_path / "standin" / "torchtitan"
+    kind, name = program
+    launch = Launch("module", ["--module", "rec", "--config", "c"], True,
+                    (kind, name.format(titan=titan)))  # fmt: skip
+    environ = dict(world, PYTHONPATH=os.pathsep.join(
+        [world["PYTHONPATH"], str(tmp_path / "other")]))  # fmt: skip
+    monkeypatch.chdir(world["WORK"])
+    runs = interpreter or parent.interpreter_of(launch, environ)
+    evaluation = parent.Evaluation(launch.args, environ, None, "", runs)
+    try:
+        result, _ = evaluation.result()
+    finally:
+        evaluation.settle()
+    assert not isinstance(result, ConfigError), result
+    assert result[0].cp == cp

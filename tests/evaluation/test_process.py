@@ -1,0 +1,361 @@
+"""The evaluating child as a process (``process``): what it is told, how its
+answer is read, the deadline, how it is ended and reaped, that it never
+outlives its parent, and the interpreter it runs in. With a fake child
+(``tests/fake_child.py``) and a fake clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._model import encode_inputs
+from tests.fake_child import INPUTS
+
+from .helpers import (
+    ARGS,
+    EVALUATED,
+    POPEN,
+    ROOT,
+    Applied,
+    _alive,
+    _gone_within,
+    _state,
+    pending,
+    popen_args,
+    started,
+)
+
+
+def test_the_child_is_told_what_to_do(
+    fake_child: dict[str, str], tmp_path: Path
+) -> None:
+    cache = Cache(str(tmp_path))
+    evaluation = process.Evaluation(ARGS, fake_child, cache, "k" * 32)
+    result, cached = evaluation.result()
+    assert result == EVALUATED and cached is False
+    [child] = started(fake_child)
+    assert child["argv"] == ["--parent", str(os.getpid()), "--cache", str(tmp_path),
+                             "--key", "k" * 32, "--", *ARGS]  # fmt: skip
+    assert child["switch"] == "0"  # no hook in the child
+    assert child["pgid"] == child["pid"]  # its own process group
+    evaluation.settle()  # it answered; it ends on its own
+    assert evaluation.child.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("out", "status", "reason", "cached"),
+    [
+        ('{"error": "no", "source": "--config"}', "0", "--config: no", False),
+        ('{"error": "no"}', "0", "no", False),
+        ("not json", "3", "the evaluating child ended with status 3", False),
+        ("", "0", "the evaluating child ended with status 0", False),
+        ('{"inputs": "tp=x"}', "0", "the evaluating child ended with status 0", False),
+        (json.dumps({"inputs": encode_inputs(INPUTS), "settings": None}), "0",
+         "the evaluating child ended with status 0", False),
+    ],
+)  # fmt: skip
+def test_every_answer_of_the_child_is_an_evaluation_or_one_reason(
+    fake_child: dict[str, str], out: str, status: str, reason: str, cached: bool
+) -> None:
+    environ = dict(fake_child, FAKE_CHILD_OUT=out, FAKE_CHILD_EXIT=status)
+    result, was_cached = process.Evaluation(ARGS, environ).result()
+    assert isinstance(result, ConfigError) and str(result) == reason
+    assert was_cached is cached
+
+
+@pytest.mark.parametrize("how", ["cache", "peer"])
+def test_an_answer_found_without_evaluating_says_so(
+    fake_child: dict[str, str], how: str
+) -> None:
+    from tests.fake_child import RESULT
+
+    environ = dict(fake_child, FAKE_CHILD_OUT=json.dumps({**RESULT, "how": how}))
+    result, cached = process.Evaluation(ARGS, environ).result()
+    assert result == EVALUATED and cached is True
+
+
+class Clock:
+    """Real time, from 1000.0, moved forward at will."""
+
+    def __init__(self) -> None:
+        self.ahead = 1000.0 - time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self.ahead
+
+
+def test_the_deadline_is_set_once_when_the_child_starts(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launcher that waits late waits only for what is left of the timeout,
+    never its own work plus the whole timeout."""
+    clock = Clock()
+    monkeypatch.setattr(process.time, "monotonic", clock)
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="5", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    evaluation = process.Evaluation(ARGS, environ)
+    assert 1060.0 <= evaluation.deadline < 1061.0
+    clock.ahead += 59.8  # the launcher's own work took most of the timeout
+    start = time.perf_counter()
+    result, _ = evaluation.result()
+    assert time.perf_counter() - start < 3
+    assert isinstance(result, ConfigError)
+    assert "evaluating took over 60 s (ROCM_HWQ_AUTOSET_TIMEOUT)" in str(result)
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_at_the_deadline_the_launcher_waits_no_more(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the clock stopped: exactly at the deadline, no wait; just before
+    it, the wait goes on until the answer comes."""
+    now = [1000.0]
+    monkeypatch.setattr(process.time, "monotonic", lambda: now[0])
+    evaluation = process.Evaluation(ARGS, fake_child)
+    now[0] = evaluation.deadline
+    result, _ = evaluation.result()
+    assert str(result) == "evaluating took over 120 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
+    evaluation = process.Evaluation(ARGS, fake_child)
+    now[0] = evaluation.deadline - 0.5
+    assert evaluation.result() == (EVALUATED, False)
+    monkeypatch.undo()
+    evaluation.settle()
+
+
+def test_the_answer_is_taken_at_its_end_of_line_and_the_child_ends_by_the_deadline(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child goes on after its answer (it stores it in the cache): the
+    launcher does not wait for that, and ends it at the deadline at the
+    latest (past it: at once)."""
+    clock = Clock()
+    monkeypatch.setattr(process.time, "monotonic", clock)
+    environ = dict(fake_child, FAKE_CHILD_LINGER="30", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    evaluation = process.Evaluation(ARGS, environ)
+    start = time.perf_counter()
+    assert evaluation.result() == (EVALUATED, False)
+    assert time.perf_counter() - start < 10
+    clock.ahead += 65  # the launcher's own work outlasted the timeout
+    start = time.perf_counter()
+    evaluation.settle()
+    assert time.perf_counter() - start < 0.7
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_answers_nonsense_and_goes_on_is_ended_at_once(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "REAP_SECONDS", 0.05)
+    environ = dict(fake_child, FAKE_CHILD_OUT="not json", FAKE_CHILD_LINGER="30")
+    evaluation = process.Evaluation(ARGS, environ)
+    start = time.monotonic()
+    result, _ = evaluation.result()
+    assert time.monotonic() - start < 10
+    assert str(result) == "the evaluating child ended with signal 9"
+
+
+def test_a_child_ended_by_a_signal_says_which(fake_child: dict[str, str]) -> None:
+    """Killed before it could answer (the OOM killer, say)."""
+    environ = dict(fake_child, FAKE_CHILD_SIGNAL="15")
+    result, cached = process.Evaluation(ARGS, environ).result()
+    assert (str(result), cached) == ("the evaluating child ended with signal 15", False)
+
+
+def test_a_long_answer_is_read_whole_and_only_its_line(
+    fake_child: dict[str, str],
+) -> None:
+    """An answer longer than a pipe holds comes in pieces."""
+    from tests.fake_child import RESULT
+
+    long = json.dumps({**RESULT, "how": "evaluated", "padding": "x" * 100_000})
+    environ = dict(fake_child, FAKE_CHILD_OUT=long + "\nanything after it")
+    assert process.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+
+
+def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
+    fake_child: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A warning at the child's start, before it silences itself."""
+    environ = dict(fake_child, FAKE_CHILD_STDERR="DeprecationWarning: x\n")
+    assert process.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+    assert capfd.readouterr().err == ""
+
+
+def test_a_launcher_that_closed_the_pipe_is_told_so(fake_child: dict[str, str]) -> None:
+    """A launcher that closes every descriptor (as a daemon does) meanwhile:
+    one reason, no exception, no child left."""
+    evaluation = process.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    assert evaluation.child.stdout is not None
+    os.close(evaluation.child.stdout.fileno())
+    result, cached = evaluation.result()
+    assert str(result) == "reading the evaluation: Bad file descriptor"
+    assert cached is False
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
+    fake_child: dict[str, str],
+) -> None:
+    """A launcher that goes on starting workers leaves no zombie behind."""
+    evaluation = process.Evaluation(ARGS, fake_child)
+    w = parent.Waiter(pending(), evaluation, Applied())
+    try:
+        w.audit(POPEN, popen_args({}))  # the child answers, then ends
+        pid = evaluation.child.pid
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        w.audit(POPEN, popen_args({}))  # the next worker's start
+        assert _state(pid) == ""
+    finally:
+        evaluation.end()
+
+
+def test_end_kills_the_whole_group_in_bounded_time(fake_child: dict[str, str]) -> None:
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
+    evaluation = process.Evaluation(ARGS, environ)
+    deadline = time.monotonic() + 10
+    while not Path(environ["FAKE_CHILD_LOG"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [child] = started(environ)
+    pipes = [evaluation.child.stdin, evaluation.child.stdout]
+    start = time.monotonic()
+    evaluation.end()
+    assert time.monotonic() - start < process.REAP_SECONDS + 1
+    assert all(pipe is not None and pipe.closed for pipe in pipes)  # no fd leaks
+    assert _gone_within([child["pid"], child["grandchild"]], 2)
+
+
+def test_a_child_that_ends_as_it_is_ended_is_no_error(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killpg = os.killpg
+
+    def racing(pgid: int, signum: int) -> None:
+        killpg(pgid, signum)
+        raise ProcessLookupError("it ended meanwhile")
+
+    evaluation = process.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    monkeypatch.setattr(process.os, "killpg", racing)
+    evaluation.end()
+    assert evaluation.child.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_will_not_die_holds_the_launcher_a_bounded_time(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child stuck in the GPU driver ignores even SIGKILL for a while."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_STUCK="1")
+    evaluation = process.Evaluation(ARGS, environ)
+    monkeypatch.setattr(process.os, "killpg", lambda pgid, signum: None)
+    monkeypatch.setattr(process, "REAP_SECONDS", 0.05)
+    start = time.monotonic()
+    try:
+        evaluation.end()
+        assert time.monotonic() - start < 2
+    finally:
+        monkeypatch.undo()
+        os.killpg(evaluation.child.pid, signal.SIGKILL)
+        evaluation.child.wait(10)
+
+
+PARENT = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+process.CHILD = "tests.fake_child"
+process.Evaluation({args!r}, dict(os.environ))
+while not os.path.exists(os.environ["FAKE_CHILD_LOG"]):
+    time.sleep(0.05)
+time.sleep(0.3)
+{death}
+"""
+
+#: The parent ends, and a copy of it made by C code's fork (no at-fork handler
+#: closed its copy of the child's pipe) lives on.
+FORKED_FROM_C = """
+import ctypes
+if ctypes.CDLL(None).fork() == 0:
+    time.sleep(3)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize(
+    "death",
+    ["os.kill(os.getpid(), 9)", "os._exit(0)", "raise SystemExit(1)", FORKED_FROM_C],
+    ids=["SIGKILL", "os._exit", "exit", "a copy lives on"],
+)
+def test_the_child_never_outlives_its_parent(
+    fake_child: dict[str, str], death: str
+) -> None:
+    """Whatever ends the parent (SIGKILL, os._exit, a normal exit), its child
+    and the child's own process end within a second, even while a copy of the
+    parent holds the pipe the child watches."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
+    code = PARENT.format(root=str(ROOT), args=ARGS, death=death)
+    subprocess.run([sys.executable, "-c", code], env=environ, timeout=30)
+    [child] = started(environ)
+    assert _gone_within([child["pid"], child["grandchild"]], 1.5)
+
+
+class Flags:
+    """``sys.flags`` as a test sets it."""
+
+    def __init__(self, **on: bool) -> None:
+        for name in ("isolated", "ignore_environment", "no_user_site", "safe_path"):
+            setattr(self, name, on.get(name, False))
+
+
+def test_the_interpreter_the_training_runs_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The child's options and first path entry are the training's: this
+    process's, when it is the training (``python -I ...``, a script's folder
+    with its links resolved); none of torchrun's, whose workers run ``python
+    -u PROGRAM`` in the environment. Part of the cache's key."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    script = ("script", str(tmp_path / "link" / "train.py"))
+    module = ("module", "torchtitan.train")
+    monkeypatch.setattr(sys, "flags", Flags())
+    here = Launch("module", ARGS, True, script)
+    assert process.interpreter_of(here, {}) == ((), str(real))
+    assert process.interpreter_of(Launch("module", ARGS, True, module), {}) == (
+        (), os.getcwd())  # fmt: skip
+    every = Flags(isolated=True, ignore_environment=True, no_user_site=True,
+                  safe_path=True)  # fmt: skip
+    monkeypatch.setattr(sys, "flags", every)
+    assert process.interpreter_of(here, {}) == (("-I", "-E", "-s", "-P"), None)
+    monkeypatch.setattr(sys, "flags", Flags(no_user_site=True))
+    assert process.interpreter_of(here, {}) == (("-s",), str(real))
+    worker = Launch("module", ARGS, False, script)
+    assert process.interpreter_of(worker, {}) == ((), str(real))  # not ours: -s
+    safe = process.interpreter_of(worker, {"PYTHONSAFEPATH": "1"})
+    assert safe == ((), None if sys.version_info >= (3, 11) else str(real))
+    assert process.child_command(((("-s",), None)), "--parent", "1") == [
+        sys.executable,
+        "-s",
+        "-m",
+        process.CHILD,
+        "--parent",
+        "1",
+        "--no-path0",
+        "1",
+    ]
+    keys = {process.launch_key(launch, {}) for launch in (
+        here, Launch("module", ARGS, True, module), worker)}  # fmt: skip
+    assert len(keys) == 3

@@ -1,0 +1,368 @@
+"""The hook's start of a ``--module`` launch (``parent.start``): the cache's
+entry applied at once and checked in the background, or the child started
+and waited for later; without a cache; when no child can start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._model import encode_inputs
+from tests.fake_child import INPUTS
+from tests.helpers import child_env
+
+from .helpers import ARGS, EVALUATED, ROOT, Applied, _gone_within, pending, started
+
+
+class Installed:
+    """Stands for ``Waiter``: what ``start`` hands it, and whether it installed
+    it (the real one adds an audit hook to this process for good)."""
+
+    made: ClassVar[list[Installed]] = []
+
+    def __init__(self, launch: Launch, evaluation: process.Evaluation,
+                 apply: Applied) -> None:  # fmt: skip
+        self.launch, self.evaluation, self.apply = launch, evaluation, apply
+        self.installed = False
+        Installed.made.append(self)
+
+    def install(self) -> None:
+        self.installed = True
+
+
+@pytest.fixture
+def starting(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Any:
+    """``start`` with this process's environment made the fake child's, a cache
+    of its own, and the waiter recorded; returns a function that runs it and
+    gives the lines applied, the waiter or the background check (or None) and
+    the child's arguments. What ``start`` registers for the exit runs at the
+    test's end."""
+    for name, value in fake_child.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET_CACHE", raising=False)
+    monkeypatch.setattr(parent, "Waiter", Installed)
+    monkeypatch.setattr(Installed, "made", [])
+    exits: list[Any] = []
+    monkeypatch.setattr(parent.atexit, "register", exits.append)
+
+    def run(launch: Launch) -> tuple[list[Outcome], Any, list[str]]:
+        applied = Applied()
+        exits.clear()
+        parent.start(launch, applied)
+        assert all(environs == () for _, environs, _ in applied.calls)
+        said = [outcome for outcome, _, _ in applied.calls]
+        if not Installed.made:
+            checks = [getattr(f, "__self__", None) for f in exits]
+            if not checks:
+                assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
+                return said, None, []
+            [check] = checks
+            assert isinstance(check, process.Check)
+            check.child.wait(30)
+            child = started(fake_child)[-1]
+            return said, check, child["argv"]
+        [waiter] = Installed.made
+        assert waiter.installed and waiter.launch is launch
+        assert waiter.apply is applied
+        assert waiter.evaluation.result() == (EVALUATED, False)
+        child = started(fake_child)[-1]
+        return said, waiter, child["argv"]
+
+    yield run
+    for at_exit in exits:
+        at_exit()
+
+
+def test_start_with_no_entry_starts_the_child_and_waits_later(
+    starting: Any, tmp_path: Path
+) -> None:
+    launch = pending()
+    said, _, argv = starting(launch)
+    assert [(o.level, o.message) for o in said] == [
+        ("skip", "cache: no entry; evaluating")
+    ]
+    cache_key = process.launch_key(pending(), os.environ)
+    assert argv == ["--parent", str(os.getpid()), "--cache", str(tmp_path / "cache"),
+                    "--key", cache_key, "--path0", os.getcwd(),
+                    "--", *ARGS]  # fmt: skip
+
+
+def store_entry(deps: dict[str, Any] | None = None) -> Cache:
+    from rocm_hwq_autoset._evaluation.answer import encode_result
+    from rocm_hwq_autoset._evaluation.cache import open_cache
+
+    cache, _ = open_cache(os.environ)
+    assert cache is not None
+    no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
+    cache.store(process.launch_key(pending(), os.environ), encode_result(*EVALUATED),
+                deps or no_deps)  # fmt: skip
+    return cache
+
+
+def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
+    starting: Any, tmp_path: Path
+) -> None:
+    cache = store_entry()
+    said, check, argv = starting(pending())
+    [outcome] = said
+    assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
+    assert outcome.message.endswith(", from the cached --module/--config evaluation")
+    assert outcome.inputs == INPUTS and isinstance(check, process.Check)
+    cache_key = process.launch_key(pending(), os.environ)
+    assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
+                        "--key", cache_key, "--check", encode_inputs(INPUTS),
+                        "--say"]  # fmt: skip
+    assert argv[10:] == ["--path0", os.getcwd(), "--", *ARGS]
+    [child] = started(dict(os.environ))
+    assert child["switch"] == "0" and child["pgid"] == child["pid"]  # its own group
+    assert child["queues"] is None  # the environment before the value was set
+    # What the entry depended on changed: said, and evaluated again.
+    store_entry({"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}})
+    said, waiter, argv = starting(pending())
+    assert [o.message for o in said] == ["cache: stale: MY_DEGREE changed; evaluating"]
+    assert isinstance(waiter, Installed) and "--check" not in argv
+
+
+@pytest.mark.parametrize(
+    ("variables", "checked", "said"),
+    [
+        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, True, False),
+        ({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, True, True),
+        ({"LOCAL_RANK": "0"}, True, True),
+        ({"LOCAL_RANK": "1"}, False, False),  # local rank 0 checks for the node
+        ({"LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, False, False),
+    ],
+)  # fmt: skip
+def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
+    starting: Any, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str],
+    checked: bool, said: bool,
+) -> None:  # fmt: skip
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    store_entry()
+    outcomes, check, argv = starting(pending())
+    assert [o.queues for o in outcomes if o.queues] in ([8], [])
+    assert (check is not None) is checked
+    assert ("--say" in argv) is said
+
+
+def test_a_check_that_cannot_start_leaves_the_cached_value(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store_entry()
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(process.subprocess, "Popen", refused)
+    fds = sorted(os.listdir("/proc/self/fd"))
+    said, check, _ = starting(pending())
+    assert check is None
+    assert [(o.level, o.queues) for o in said] == [("set", 8), ("skip", None)]
+    assert said[1].message == (
+        "cache: the background check cannot start: [Errno 11] Resource temporarily"
+        " unavailable; the cached value stays"
+    )
+    assert sorted(os.listdir("/proc/self/fd")) == fds  # its copy of stderr closed
+
+
+def test_the_check_ends_with_its_launcher(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At exit the check's whole group is ended, however far it got; a copy
+    of this process made by fork lets go of the pipe it watches."""
+    monkeypatch.setenv("FAKE_CHILD_SLEEP", "30")
+    monkeypatch.setenv("FAKE_CHILD_GRANDCHILD", "1")
+    store_entry()
+    exits: list[Any] = []
+    monkeypatch.setattr(parent.atexit, "register", exits.append)
+    applied = Applied()
+    parent.start(pending(), applied)
+    [at_exit] = exits
+    check = at_exit.__self__
+    deadline = time.monotonic() + 10
+    while (
+        time.monotonic() < deadline and not Path(os.environ["FAKE_CHILD_LOG"]).exists()
+    ):
+        time.sleep(0.02)
+    [record] = started(dict(os.environ))
+    check.forked()  # in the owner: nothing
+    assert check.child.poll() is None
+    start = time.monotonic()
+    at_exit()
+    assert check.child.returncode == -signal.SIGKILL
+    assert time.monotonic() - start < 3
+    assert _gone_within([record["pid"], record["grandchild"]], 5)
+
+
+def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
+    """The real start in a process of its own, with the fake child as the
+    check: what it writes on the descriptor it is given reaches the launcher's
+    stderr, and nothing else of it does."""
+    from rocm_hwq_autoset._evaluation.answer import encode_result
+    from rocm_hwq_autoset._evaluation.cache import key as cache_key
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    entry = encode_result(*EVALUATED)
+    script = (
+        "import os, sys, time\n"
+        "from rocm_hwq_autoset import _hook\n"
+        "from rocm_hwq_autoset._argv import Launch\n"
+        "from rocm_hwq_autoset._evaluation import parent, process\n"
+        "process.CHILD = 'tests.fake_child'\n"
+        "from rocm_hwq_autoset._evaluation.cache import Cache, key\n"
+        f"args = {ARGS!r}\n"
+        "launch = Launch('module', args, True)\n"
+        f"Cache({str(cache)!r}).store(process.launch_key(launch, os.environ),"
+        f" {entry!r}, {{'env': {{}}, 'files': [], 'dirs': [], 'lists': []}})\n"
+        "parent.start(launch, _hook.apply)\n"
+        "time.sleep(3)\n"
+    )
+    assert cache_key  # the key is the script's own: its cwd, its interpreter
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
+                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache),
+                     "FAKE_CHILD_STDERR": "never seen\n",
+                     "FAKE_CHILD_SAY": "rocm-hwq-autoset: the check's line\n",
+                     })  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (")
+    assert lines[1:] == ["rocm-hwq-autoset: the check's line"]
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"ROCM_HWQ_AUTOSET_CACHE": "0"}, []),
+        ({"ROCM_HWQ_AUTOSET_CACHE": "bogus"},
+         [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
+           " (on), 0/off/false/no (off); the cache is not used")]),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
+         [("skip", "cache: {tmp}/file: File exists")]),
+    ],
+)  # fmt: skip
+def test_start_without_a_cache_evaluates_without_one(
+    starting: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    variables: dict[str, str], said: list[tuple[str, str]],
+) -> None:  # fmt: skip
+    (tmp_path / "file").write_text("")
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    outcomes, waiter, argv = starting(pending())
+    assert [(o.level, o.message) for o in outcomes] == [
+        (level, text.format(tmp=tmp_path)) for level, text in said
+    ]
+    assert waiter is not None
+    assert argv == ["--parent", str(os.getpid()), "--path0", os.getcwd(), "--", *ARGS]
+
+
+def test_a_child_that_cannot_start_is_one_warning_and_the_mark(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE", "0")
+    monkeypatch.setattr(process.sys, "executable", "/nonexistent/python")
+    [outcome], waiter, _ = starting(pending())
+    assert waiter is None
+    assert (outcome.level, outcome.marker) == ("warning", "unset --module")
+    assert outcome.message == (
+        "--module/--config: cannot start the evaluation: [Errno 2] No such file or"
+        " directory: '/nonexistent/python'; GPU_MAX_HW_QUEUES left unset"
+    )
+
+
+#: A recipe whose degree comes from a file read only by os.path.exists, which
+#: no recording sees (no audit event): only the background check can tell.
+EXISTS_RECIPE = """
+import os
+from torchtitan.experiments.graph_trainer import trainer_config
+def flag():
+    tp = 2 if os.path.exists("tp2.flag") else 1
+    return trainer_config("m", "f", moe=False, tensor_parallel_degree=tp)
+"""
+
+#: A torchtitan program that reports its value, then lives until the entry
+#: changed (the background check stored its answer) and a little longer, or
+#: 30 s: a training run outlives its check; the probes in the tests' launches
+#: end before it.
+WAITING = """
+import glob, json, os, sys, time
+try:
+    import torch  # torchtitan's first import: a pending value is waited for here
+except ImportError:
+    pass
+print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES")}), flush=True)
+def stamp():
+    return [os.stat(p).st_mtime_ns for p in glob.glob(os.environ["CACHE"] + "/*.json")]
+first, deadline = stamp(), time.monotonic() + 30
+if first:  # a hit: its check runs
+    while stamp() == first and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+"""
+
+
+def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
+    tmp_path: Path,
+) -> None:
+    """First launch Q = 4; a file the recipe tests with os.path.exists appears;
+    the relaunch hits and gets 4, and its check says in that launch that a
+    fresh evaluation gives 8; the next launch gets 8, and says nothing more."""
+    from ..standin import write_standin
+
+    standin = write_standin(tmp_path / "standin")
+    (standin / "torchtitan" / "wait.py").write_text(WAITING)
+    work = tmp_path / "work"
+    (work / "exists_recipes").mkdir(parents=True)
+    (work / "exists_recipes" / "__init__.py").write_text("")
+    (work / "exists_recipes" / "config_registry.py").write_text(EXISTS_RECIPE)
+    cache = tmp_path / "cache"
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(standin),
+                     "ROCM_HWQ_AUTOSET": "force", "CACHE": str(cache),
+                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)})  # fmt: skip
+
+    def launch() -> tuple[str, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "torchtitan.wait", "--module", "exists_recipes",
+             "--config", "flag"], cwd=work, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return json.loads(done.stdout)["queues"], done.stderr.splitlines()
+
+    streams = "compute, all_reduce, fsdp_comm, cudagraph_capture"
+    assert launch() == ("4", [f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams:"
+                              f" {streams})"])  # fmt: skip
+    cached = (f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: {streams}),"
+              " from the cached --module/--config evaluation")  # fmt: skip
+    assert launch() == ("4", [cached])  # the check agrees: nothing more
+    (work / "tp2.flag").write_text("")
+    queues, said = launch()
+    assert queues == "4"  # the hit, at once
+    assert said[1:] == [
+        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
+        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
+        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
+        " cudagraph_capture); the cache now holds 8 for the next launch"
+    ]
+    queues, said = launch()
+    assert queues == "8" and len(said) == 1
+    assert said[0].endswith(", from the cached --module/--config evaluation")

@@ -1,0 +1,494 @@
+"""The launcher waits for a pending ``--module`` value only when it is needed
+(``parent.Waiter``, ``spawns``): which events wait, what passes through,
+what a forked copy does, what happens at exit. With a fake evaluation (no
+process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import spawns
+from rocm_hwq_autoset._model import Inputs, encode_inputs
+from tests.fake_child import INPUTS
+
+from .helpers import POPEN, Applied, FakeEvaluation, pending, popen_args
+
+Q8 = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+      "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(INPUTS)}  # fmt: skip
+
+
+@pytest.mark.parametrize("event", sorted(spawns.SPAWN_EVENTS))
+def test_every_process_start_waits_once(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied], event: str
+) -> None:
+    w, evaluation, applied = waiter
+    w.audit(event, ("x",))
+    w.audit(event, ("x",))
+    w.audit(POPEN, popen_args(None))
+    assert evaluation.calls == ["result"]
+    [(outcome, environs, quiet)] = applied.calls
+    assert (outcome.level, outcome.queues, environs, quiet) == ("set", 8, (), False)
+    assert w.outcome is outcome
+
+
+@pytest.mark.parametrize(
+    ("event", "args"),
+    [
+        ("open", ("/etc/passwd", "r", 0)),
+        ("os.listdir", ("/tmp",)),
+        ("import", ("numpy", None, [], [], [])),
+        ("import", ("torch", None, [], [], [])),  # a launcher imports torch too
+        ("import", ("torchvision", None, [], [], [])),
+        ("exec", (None,)),
+        ("subprocess.Popenx", ("x",)),
+    ],
+)
+def test_other_events_do_not_wait(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    event: str, args: tuple[Any, ...],
+) -> None:  # fmt: skip
+    w, evaluation, applied = waiter
+    w.audit(event, args)
+    assert evaluation.calls == [] and applied.calls == []
+
+
+def test_only_a_popen_mapping_is_given_the_value_at_its_event(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """The events as CPython raises them: os.fork's has no arguments;
+    os.posix_spawn and os.exec have read their mapping before it (their wrappers
+    gave it the value): the caller's mapping is left as it is."""
+    w, evaluation, applied = waiter
+    w.audit("os.fork", ())
+    assert evaluation.calls == ["result"] and len(applied.calls) == 1
+    env: dict[str, str] = {}
+    w.audit("os.posix_spawn", ("/bin/true", ["true"], env))
+    w.audit("os.exec", ("/bin/true", ["true"], env))
+    assert env == {} and len(applied.calls) == 1
+
+
+def test_the_training_process_waits_before_it_imports_torch() -> None:
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
+    w.audit("import", ("torchvision", None, [], [], []))
+    assert evaluation.calls == []
+    w.audit("import", ("torch", None, [], [], []))
+    assert evaluation.calls == ["result"]  # at torch itself, before its modules
+    w.audit("import", ("torch.cuda", None, [], [], []))
+    assert evaluation.calls == ["result"]
+    # A torch module first (a launcher's own import hook may hide torch's): too.
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
+    w.audit("import", ("torch.cuda", None, [], [], []))
+    assert evaluation.calls == ["result"]
+
+
+def test_a_worker_environment_made_before_the_value_gets_it(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """torch elastic makes each worker's env up front, from os.environ plus the
+    rank's variables; the first start waits, every later one gets the value."""
+    w, evaluation, _ = waiter
+    envs: list[dict[str, str]] = [{"RANK": str(r)} for r in range(3)]
+    for env in envs:
+        w.audit(POPEN, popen_args(env))
+    assert evaluation.calls == ["result"]
+    for rank, env in enumerate(envs):
+        assert env == {"RANK": str(rank), **Q8}
+
+
+@pytest.mark.parametrize(
+    "own",
+    [{"GPU_MAX_HW_QUEUES": "2"}, {"GPU_MAX_HW_QUEUES": ""},
+     {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}],
+)  # fmt: skip
+def test_a_value_the_launcher_put_there_stays(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied], own: dict[str, str]
+) -> None:
+    w, _, _ = waiter
+    env = dict(own)
+    w.audit(POPEN, popen_args(env))
+    assert env == own
+
+
+def test_a_failed_evaluation_marks_every_worker(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, applied = waiter
+    evaluation.answer = ConfigError("no such config", "--config")
+    envs: list[dict[str, str]] = [{}, {}]
+    for env in envs:
+        w.audit(POPEN, popen_args(env))
+    assert envs == [{"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}] * 2
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
+
+
+DENSE_TP2 = (Inputs(tp=2, cudagraph=True), {})
+
+
+def test_a_rank_started_without_a_launcher_counts_its_world_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """srun or mpirun start ``python -m torchtitan.train`` with WORLD_SIZE set:
+    2 ranks // TP 2 leave no FSDP lane, so Q is 4, not 8."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    applied = Applied()
+    evaluation = FakeEvaluation(DENSE_TP2)
+    w = parent.Waiter(pending(in_process=True), evaluation, applied)  # type: ignore[arg-type]
+    w.audit("import", ("torch", None, [], [], []))
+    [(outcome, _, _)] = applied.calls
+    assert (outcome.queues, outcome.marker) == (4, "4 --module")
+    assert "fsdp_comm" not in outcome.message
+
+
+def test_two_threads_starting_workers_both_wait_and_both_get_it() -> None:
+    evaluation = FakeEvaluation(delay=0.3)
+    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    envs: list[dict[str, str]] = [{}, {}]
+    threads = [threading.Thread(target=w.audit, args=(POPEN, popen_args(env)))
+               for env in envs]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert evaluation.calls == ["result"]
+    assert envs == [Q8, Q8]
+
+
+class Stop(Exception):
+    """Like torch elastic's SignalException: an Exception its handler raises."""
+
+
+@pytest.mark.parametrize("how", ["handler", "KeyboardInterrupt", "SystemExit"])
+def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None:
+    evaluation = FakeEvaluation()
+    if how == "KeyboardInterrupt":
+        evaluation.raises = KeyboardInterrupt()
+    elif how == "SystemExit":
+        evaluation.raises = SystemExit(3)
+    applied = Applied()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    expected = {"handler": Stop, "KeyboardInterrupt": KeyboardInterrupt,
+                "SystemExit": SystemExit}[how]  # fmt: skip
+
+    def handler(signum: int, frame: object) -> None:
+        raise Stop(f"got signal {signum}")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        if how == "handler":  # the signal arrives while the launcher waits
+            evaluation.delay = 5.0
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        start = time.monotonic()
+        with pytest.raises(expected):
+            w.audit(POPEN, popen_args({}))
+        assert time.monotonic() - start < 2
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert w.abandoned and w.outcome is None
+    assert applied.calls == []  # nothing said: the launcher stops as it would
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))  # a later start does not wait again
+    assert evaluation.calls == ["result"] and env == {}
+
+
+def test_our_own_failure_is_one_warning_never_an_exception() -> None:
+    evaluation = FakeEvaluation(raises=RuntimeError("a bug of ours"))
+    applied = Applied()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))  # no exception: the worker starts
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert outcome.level == "warning"
+    assert outcome.message == (
+        "--module/--config: internal error (RuntimeError: a bug of ours);"
+        " GPU_MAX_HW_QUEUES left unset"
+    )
+    assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
+
+
+def test_a_cached_answer_is_said_to_be_one(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, applied = waiter
+    evaluation.cached = True
+    w.need()
+    [(outcome, _, quiet)] = applied.calls
+    assert not quiet
+    assert outcome.message == (
+        "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
+        " expert_comm, cudagraph_capture), from the cached --module/--config"
+        " evaluation"
+    )
+
+
+def test_our_own_failure_after_the_answer_is_one_warning(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: object, **kwargs: object) -> Outcome:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(parent, "conclude", broken)
+    w, _, applied = waiter
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))
+    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    assert (outcome.level, outcome.marker) == ("warning", "unset --module")
+    assert outcome.message == (
+        "--module/--config: internal error (RuntimeError: a bug of ours);"
+        " GPU_MAX_HW_QUEUES left unset"
+    )
+    assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
+
+
+def test_a_process_the_evaluation_starts_while_waited_for_does_not_wait() -> None:
+    """An audited start inside the wait (the evaluation's own) passes: the
+    evaluation is asked once and its answer applied once."""
+    applied = Applied()
+    evaluation = FakeEvaluation()
+    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    evaluation.meanwhile = lambda: w.audit(POPEN, popen_args(None))
+    w.need()
+    assert evaluation.calls == ["result"]
+    [(outcome, environs, quiet)] = applied.calls
+    assert (outcome.queues, environs, quiet) == (8, (), False)
+
+
+def test_the_launchers_own_environment_is_not_given_the_value_twice(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """``Popen(env=os.environ)``: the value went into os.environ when it came
+    (here the stand-in apply sets nothing there); nothing more is said."""
+    w, _, applied = waiter
+    w.audit(POPEN, popen_args(os.environ))
+    assert [(o.queues, envs, quiet) for o, envs, quiet in applied.calls] == [
+        (8, (), False)
+    ]
+
+
+class Refusing(dict):  # type: ignore[type-arg]
+    """A mapping a launcher made that takes no new variables."""
+
+    def __setitem__(self, key: str, value: str) -> None:
+        raise TypeError("read-only")
+
+
+def test_a_mapping_that_refuses_the_value_never_fails_the_start(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    env = Refusing()
+    w.audit(POPEN, popen_args(env))  # no exception: the worker starts without it
+    assert evaluation.calls == ["result"] and env == {}
+
+
+def test_is_foreign() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise Stop("signal")
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    try:
+        with pytest.raises(Stop) as caught:
+            handler(0, None)
+        assert parent.is_foreign(caught.value)  # raised by an installed handler
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    with pytest.raises(Stop) as caught:
+        handler(0, None)
+    assert not parent.is_foreign(caught.value)  # the same code, no handler now
+    assert parent.is_foreign(KeyboardInterrupt())
+    assert parent.is_foreign(SystemExit(0))
+    assert not parent.is_foreign(ValueError("ours"))
+
+
+class Agent:
+    """A launcher whose signal handler is a method of its own."""
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        raise Stop("signal")
+
+
+def test_an_exception_from_a_handler_that_is_a_method_is_foreign() -> None:
+    agent = Agent()
+    previous = signal.signal(signal.SIGUSR2, agent.on_signal)
+    try:
+        with pytest.raises(Stop) as caught:
+            agent.on_signal(0, None)
+        assert parent.is_foreign(caught.value)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def test_a_forked_copy_never_waits_nor_ends_the_evaluation(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w, evaluation, applied = waiter
+    monkeypatch.setattr(parent.os, "getpid", lambda: w.owner + 1)
+    w.forked()
+    w.audit(POPEN, popen_args({}))
+    w.at_exit()
+    assert evaluation.calls == ["disown"] and applied.calls == []
+
+
+def test_exit_ends_the_child_only_in_its_owner(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    w.forked()  # not forked: nothing happens
+    w.at_exit()
+    assert evaluation.calls == ["end"]
+    w.audit(POPEN, popen_args({}))  # exiting: no more waiting
+    assert evaluation.calls == ["end"]
+
+
+def test_at_exit_a_child_that_answered_may_store_its_answer(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    w, evaluation, _ = waiter
+    w.audit(POPEN, popen_args({}))
+    w.at_exit()
+    assert evaluation.calls == ["result", f"settle {parent.STORE_SECONDS}"]
+
+
+def test_functions_that_read_the_environment_first_wait_first(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """os.posix_spawn and os.execve convert their environment before their audit
+    event: the wrapper waits first, and a mapping of their own gets the value."""
+    w, evaluation, _ = waiter
+    seen: list[Any] = []
+    wrapped = w.wrappers.waiting_first(
+        lambda *args, **kwargs: seen.append((args, kwargs))
+    )
+    env: dict[str, str] = {}
+    wrapped("/bin/true", ["true"], env)
+    assert evaluation.calls == ["result"] and env == Q8
+    env2: dict[str, str] = {}
+    wrapped("/bin/true", ["true"], env=env2)
+    assert env2 == Q8
+    assert seen == [(("/bin/true", ["true"], env), {}),
+                    (("/bin/true", ["true"]), {"env": env2})]  # fmt: skip
+
+
+@pytest.mark.forked
+def test_wrappers_are_put_back_once_the_value_is_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import _posixsubprocess
+
+    originals = [os.posix_spawn, os.execve, _posixsubprocess.fork_exec]
+    applied = Applied()
+    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
+    monkeypatch.delattr(os, "posix_spawnp")  # a platform without it: no matter
+    w.install()
+    assert not hasattr(os, "posix_spawnp")
+    assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] != originals
+    w.need()
+    assert [os.posix_spawn, os.execve, _posixsubprocess.fork_exec] == originals
+
+
+@pytest.mark.forked
+def test_a_wrapped_function_removed_meanwhile_does_not_stop_the_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    applied = Applied()
+    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
+    w.install()
+    del os.execve  # a library of the launcher took it away
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))
+    assert [(o.queues, quiet) for o, _, quiet in applied.calls] == [
+        (8, False),
+        (8, True),
+    ]
+    assert env == Q8
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize(
+    "how", ["posix_spawn", "spawn", "forkserver", "execv", "frozen mapping"]
+)
+def test_processes_started_without_a_mapping_of_their_own_get_the_value(
+    how: str, tmp_path: Path
+) -> None:
+    """The real hook's apply, in a forked test process: os.posix_spawn with
+    os.environ, multiprocessing's spawn (no audit event), os.execv (C environ)."""
+    from rocm_hwq_autoset import _hook
+
+    for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK"):
+        os.environ.pop(name, None)
+    os.environ["ROCM_HWQ_AUTOSET_LOG"] = "quiet"
+    w = parent.Waiter(pending(), FakeEvaluation(delay=0.2), _hook.apply)
+    w.install()
+    out = tmp_path / "seen"
+    write = (f"import os; open({str(out)!r}, 'w')"
+             ".write(os.environ.get('GPU_MAX_HW_QUEUES', 'none'))")  # fmt: skip
+    if how == "posix_spawn":
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", write], os.environ)
+        os.waitpid(pid, 0)
+    elif how in ("spawn", "forkserver"):  # no audit event: the wrapper waits
+        import multiprocessing
+
+        context = multiprocessing.get_context(how)
+        process = context.Process(target=exec, args=(write,))
+        process.start()
+        process.join(30)
+    elif how == "frozen mapping":  # a limit: a mapping the value cannot go into
+        import types
+
+        frozen = types.MappingProxyType(dict(os.environ))
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", write], frozen)
+        os.waitpid(pid, 0)
+        assert out.read_text() == "none"  # it started without the value ...
+        assert os.environ["GPU_MAX_HW_QUEUES"] == "8"  # ... which is here now
+        return
+    else:
+        pid = os.fork()  # audited: it waits here, before the copy exists
+        if pid == 0:
+            os.execv(sys.executable, [sys.executable, "-c", write])
+        os.waitpid(pid, 0)
+    assert out.read_text() == "8"
+
+
+@pytest.mark.forked
+def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
+    tmp_path: Path,
+) -> None:
+    """libc's fork runs no Python at-fork handler: the copy still holds the
+    waiter. It starts without the value, and never waits on the evaluation nor
+    ends it; the parent's evaluation goes on."""
+    import ctypes
+
+    evaluation = FakeEvaluation(delay=0.2)
+    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    seen = tmp_path / "seen"
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:  # the copy: as far from Python's fork as code can be
+        try:
+            env: dict[str, str] = {}
+            w.audit(POPEN, popen_args(env))
+            w.at_exit()
+            seen.write_text(json.dumps([evaluation.calls, env]))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert json.loads(seen.read_text()) == [[], {}]
+    w.audit(POPEN, popen_args({}))
+    assert evaluation.calls == ["result"]  # the parent still waits, once
