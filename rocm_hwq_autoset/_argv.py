@@ -20,9 +20,12 @@ from ._config import FIELDS, ConfigError, near_miss
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import TypeVar
 
     from ._config import Value
+
+    T = TypeVar("T")
 
 
 # Which program.
@@ -172,9 +175,16 @@ TOML_FORM, MODULE_FORM = "toml", "module"
 
 
 class Launch:
-    """A torchtitan training launch: a TOML job config, or ``--module``/``--config``."""
+    """A torchtitan training launch: a TOML job config, or ``--module``/``--config``.
 
-    __slots__ = ("args", "form", "in_process", "program")
+    Its arguments are read once, here, as torchtitan reads them: the job config
+    file, the registry's module and config function, the overrides of the
+    fields the model reads. A part torchtitan would refuse is kept as its
+    ``ConfigError``, raised where that part is asked for: the decision asks in
+    its own order (the switch, an explicit value and ROCm first)."""
+
+    __slots__ = ("_config_file", "_overrides", "_registry", "args", "form",
+                 "in_process", "program")  # fmt: skip
 
     def __init__(
         self,
@@ -194,6 +204,33 @@ class Launch:
         """The program that runs the training, as :func:`program` names it
         (``("module", M)``, ``("script", PATH)`` ...): it decides where that
         interpreter imports from first."""
+        toml = form == TOML_FORM
+        self._config_file = _read(config_file_arg, args) if toml else (None, None)
+        self._registry = _read(module_args, args) if not toml else (None, None)
+        self._overrides = _read(cli_overrides, args)
+
+    @property
+    def config_file(self) -> str | None:
+        """The TOML job config a TOML launch reads (None: none, torchtitan's
+        defaults); ``ConfigError`` names the flag without a value."""
+        return _value(self._config_file)
+
+    @property
+    def registry(self) -> tuple[str, str]:
+        """A ``--module`` launch's ``(module, config function)``; ``ConfigError``
+        names a flag that is missing or has no value."""
+        found = _value(self._registry)
+        if found is None:
+            raise ConfigError("a TOML launch names no --module/--config")
+        return found
+
+    @property
+    def overrides(self) -> dict[str, Value]:
+        """The values the command line gives the fields the model reads;
+        ``ConfigError`` names a flag tyro would refuse."""
+        found = _value(self._overrides)
+        assert found is not None
+        return found
 
     def __repr__(self) -> str:
         return f"Launch({self.form!r}, {self.args!r}, in_process={self.in_process})"
@@ -255,21 +292,34 @@ def launch_in(
     return None
 
 
+def _read(
+    reader: Callable[[Sequence[str]], T], args: Sequence[str]
+) -> tuple[T | None, ConfigError | None]:
+    """A part of a launch's arguments as read: its value, or why torchtitan
+    refuses it."""
+    try:
+        return reader(args), None
+    except ConfigError as exc:
+        return None, exc
+
+
+def _value(read: tuple[T | None, ConfigError | None]) -> T | None:
+    value, error = read
+    if error is not None:
+        raise error
+    return value
+
+
 def _is_flag(arg: str, flags: Sequence[str]) -> bool:
     """``arg`` is one of ``flags``, alone or as ``FLAG=VALUE``."""
     return arg.partition("=")[0] in flags
 
 
-def has_config_file(args: Sequence[str]) -> bool:
-    """Whether ``args`` name a job config (with a value or not)."""
-    return any(_is_flag(arg, CONFIG_FILE_FLAGS) for arg in args)
-
-
-def config_file_arg(args: Sequence[str]) -> str:
+def config_file_arg(args: Sequence[str]) -> str | None:
     """The job config a TOML launch reads: the first ``--job.config_file``, as
     torchtitan's ``ConfigManager._maybe_load_toml`` picks it (``=PATH``, or the
-    token after the flag, whatever it is). ``ConfigError`` names the flag when
-    it has no value."""
+    token after the flag, whatever it is); None without one (torchtitan's
+    defaults). ``ConfigError`` names the flag when it has no value."""
     for i, arg in enumerate(args):
         key, eq, value = arg.partition("=")
         if eq and key in CONFIG_FILE_FLAGS:
@@ -278,7 +328,7 @@ def config_file_arg(args: Sequence[str]) -> str:
             if i + 1 < len(args):
                 return _path(arg, args[i + 1])
             raise ConfigError("expects a value: the TOML job config", arg)
-    raise ConfigError("no --job.config_file")
+    return None
 
 
 def _path(flag: str, value: str) -> str:

@@ -15,14 +15,7 @@ result into the final outcome. Both forms reach Q through :func:`recommend_launc
 
 from __future__ import annotations
 
-from ._argv import (
-    MODULE_FORM,
-    TOML_FORM,
-    cli_overrides,
-    config_file_arg,
-    has_config_file,
-    module_args,
-)
+from ._argv import MODULE_FORM, TOML_FORM
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
@@ -114,15 +107,16 @@ def decide(
     launch: Launch | ConfigError | None,
     *,
     rocm: Callable[[], tuple[bool, str]],
-    read_toml: Callable[[str], Mapping[str, Any]],
+    recommend: Callable[[int | None], Recommendation],
 ) -> Outcome | Launch:
     """The hook's outcome for a process with this environment that makes this
     launch (None: no launch; a ``ConfigError``: a command line that makes no
     launch torchtitan would take, both forms at once; ``_argv.find_launch``),
     or, for a ``--module`` launch, the launch to evaluate first.
 
-    ``rocm`` and ``read_toml`` are asked only when the decision gets that far
-    (detection, the bounded TOML reader).
+    ``rocm`` and ``recommend`` are asked only when the decision gets that far:
+    detection, and a TOML launch's recommendation for the world size
+    (:func:`recommend_launch`, or one the caller already has).
     """
     mode, problem = switch(environ)
     if mode == OFF:
@@ -155,12 +149,12 @@ def decide(
     try:
         size = world_size(environ)
         if launch.form == MODULE_FORM:
-            module_args(launch.args)  # both flags, with values, as torchtitan needs
+            _module, _config = launch.registry  # both, with values: torchtitan's need
             _, problem = timeout(environ)
             if problem is not None:  # said here, before any child
                 raise ConfigError(problem, TIMEOUT)
             return launch
-        rec = recommend_launch(launch, size, read_toml=read_toml)
+        rec = recommend(size)
     except ConfigError as exc:
         return failed(launch.form, exc)
     return _set(environ, rec, TOML_FORM)
@@ -182,14 +176,14 @@ def recommend_launch(
         if evaluated is None:
             raise ConfigError("a --module/--config launch needs its evaluation")
         return Recommendation(evaluated[0], world_size, evaluated[1])
-    if not has_config_file(launch.args):  # torchtitan's defaults, and the flags
-        settings = merge(None, cli_overrides(launch.args))
+    path = launch.config_file
+    if path is None:  # torchtitan's defaults, and the flags
+        settings = merge(None, launch.overrides)
     else:
         if read_toml is None:
             raise ConfigError("a TOML launch needs its reader")
-        path = config_file_arg(launch.args)
         config = read_toml(path)  # torchtitan reads the file before the flags
-        settings = merge(config, cli_overrides(launch.args), path)
+        settings = merge(config, launch.overrides, path)
     return Recommendation(read_inputs(settings), world_size, settings)
 
 

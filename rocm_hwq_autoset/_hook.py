@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ._argv import find_launch, is_own_command, program
+from ._argv import Launch, find_launch, is_own_command, program
 from ._config import ConfigError, load_toml
 from ._decision import (
     MAX_LINE,
@@ -24,6 +24,7 @@ from ._decision import (
     decide,
     fit,
     internal_error,
+    recommend_launch,
 )
 from ._environ import (
     INPUTS,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, MutableMapping, Sequence
     from typing import Any
 
-    from ._argv import Launch
+    from ._model import Recommendation
 
 
 #: What the hook decided in this process, once it ran (``doctor`` shows it).
@@ -97,7 +98,12 @@ def outcome_for(
         launch = find_launch(argv, orig_argv)
     except ConfigError as exc:  # both launch forms: decide() says it
         launch = exc
-    return decide(environ, launch, rocm=rocm, read_toml=read_toml)
+
+    def recommend(world_size: int | None) -> Recommendation:
+        assert isinstance(launch, Launch)
+        return recommend_launch(launch, world_size, read_toml=read_toml)
+
+    return decide(environ, launch, rocm=rocm, recommend=recommend)
 
 
 def apply(

@@ -19,15 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .._argv import (
-    MODULE_FORM,
-    TOML_FORM,
-    Launch,
-    config_file_arg,
-    has_config_file,
-    launch_in,
-    module_args,
-)
+from .._argv import MODULE_FORM, TOML_FORM, Launch, launch_in
 from .._config import ConfigError, load_toml
 from .._decision import (
     SET,
@@ -165,17 +157,14 @@ class Reading:
         """How a ``--module`` evaluation was found, once it was."""
         self._evaluated: Evaluated | ConfigError | None = None
         self._rec: Recommendation | None = None
-        self._tomls: dict[str, Mapping[str, Any]] = {}
 
     @property
     def source(self) -> str:
         """Where the config comes from, in words."""
         if self.launch.form == MODULE_FORM:
-            module, config = module_args(self.launch.args)
+            module, config = self.launch.registry
             return f"--module {module} --config {config} (torchtitan's config registry)"
-        if has_config_file(self.launch.args):
-            return config_file_arg(self.launch.args)
-        return "none: torchtitan's defaults"
+        return self.launch.config_file or "none: torchtitan's defaults"
 
     def evaluated(self) -> Evaluated | ConfigError:
         """The ``--module`` launch's evaluation, or the ``ConfigError`` it ended
@@ -185,7 +174,7 @@ class Reading:
         if self._evaluated is None:
             from .._evaluation.parent import evaluate  # starts a child: no torch here
 
-            module_args(self.launch.args)  # both flags, with values
+            _module, _config = self.launch.registry  # raises without both flags
             result, self.found = evaluate(
                 self.launch, self.environ, use_cache=self.use_cache, fresh=self.fresh
             )
@@ -206,16 +195,10 @@ class Reading:
                     raise result  # the child's answer, raised once, here
                 evaluated = result
             self._rec = recommend_launch(
-                self.launch, self.world_size, read_toml=self.read_toml,
+                self.launch, self.world_size, read_toml=load_toml,
                 evaluated=evaluated,
             )  # fmt: skip
         return self._rec
-
-    def read_toml(self, path: str) -> Mapping[str, Any]:
-        """The job config, read once for the report and the hook's outcome."""
-        if path not in self._tomls:
-            self._tomls[path] = load_toml(path)
-        return self._tomls[path]
 
     def hook_outcome(self, *, as_if_on_rocm: bool = False) -> Outcome:
         """What the start-up hook decides for this launch in this environment
@@ -227,7 +210,7 @@ class Reading:
             for name in (QUEUES, ORIGIN, INPUTS):
                 environ.pop(name, None)
         decided = decide(
-            environ, self.launch, read_toml=self.read_toml,
+            environ, self.launch, recommend=lambda world_size: self.rec,
             rocm=(lambda: (True, AS_IF_ON_ROCM)) if as_if_on_rocm else rocm,
         )  # fmt: skip
         if isinstance(decided, Outcome):

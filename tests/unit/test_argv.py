@@ -11,6 +11,7 @@ import pytest
 
 from rocm_hwq_autoset import ConfigError
 from rocm_hwq_autoset._argv import (
+    Launch,
     cli_overrides,
     config_file_arg,
     find_launch,
@@ -49,14 +50,22 @@ def test_config_file_arg(args: list[str], path: str) -> None:
         (["--job.config_file"], "--job.config_file: expects a value"),
         (["--job.config_file="], "--job.config_file: empty path"),
         (["--job.config-file", ""], "--job.config-file: empty path"),
-        (["--job.config_files", "a.toml"], "no --job.config_file"),
-        ([], "no --job.config_file"),
     ],
 )
 def test_config_file_arg_errors_name_the_flag(args: list[str], said: str) -> None:
     with pytest.raises(ConfigError) as caught:
         config_file_arg(args)
     assert str(caught.value).startswith(said)
+    launch = Launch("toml", args, True)  # read once, refused when asked
+    with pytest.raises(ConfigError) as asked:
+        launch.config_file  # noqa: B018
+    assert str(asked.value) == str(caught.value)
+
+
+@pytest.mark.parametrize("args", [["--job.config_files", "a.toml"], []])
+def test_no_config_file_is_torchtitans_defaults(args: list[str]) -> None:
+    assert config_file_arg(args) is None
+    assert Launch("toml", args, True).config_file is None
 
 
 @pytest.mark.parametrize(
