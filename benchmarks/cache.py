@@ -61,12 +61,13 @@ NO_WORSE = 0.05
 LOOKUP = """
 import json, os, sys, time
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._evaluation.cache import open_cache
-from rocm_hwq_autoset._evaluation.process import launch_key
+from rocm_hwq_autoset._evaluation.cache import key, open_cache
+from rocm_hwq_autoset._evaluation.process import interpreter_of
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 # The entry of the launches measured: torchrun's, whose workers run -m here.
-entry = launch_key(Launch("module", training, False), os.environ)
+launch = Launch("--module", training, False)
+entry = key(training, os.environ, interpreter_of(launch, os.environ))
 mode = os.environ.get("LOOKUP")
 if mode == "1":
     start = time.perf_counter()
@@ -89,12 +90,13 @@ if mode == "1":
 CHECK = """
 import json, os, subprocess, sys, time
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._evaluation.cache import open_cache
-from rocm_hwq_autoset._evaluation.process import launch_key
+from rocm_hwq_autoset._evaluation.cache import key, open_cache
+from rocm_hwq_autoset._evaluation.process import interpreter_of
 training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 # The entry of the launches measured: torchrun's, whose workers run -m here.
-entry = launch_key(Launch("module", training, False), os.environ)
+launch = Launch("--module", training, False)
+entry = key(training, os.environ, interpreter_of(launch, os.environ))
 with open(cache.entry(entry)) as f:
     inputs = json.load(f)["result"]["inputs"]
 said, told = os.pipe()

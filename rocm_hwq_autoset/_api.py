@@ -7,7 +7,8 @@ from typing import Any
 
 from ._argv import cli_overrides
 from ._config import ConfigError, from_object, merge
-from ._model import MODULE_FORM, TOML_FORM, Recommendation, read_inputs
+from ._environ import MODULE_FORM, TOML_FORM
+from ._model import Recommendation, read_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

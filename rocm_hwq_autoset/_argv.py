@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from ._config import FIELDS, ConfigError, near_miss
+from ._environ import MODULE_FORM, NAME, TOML_FORM
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ TORCHTITAN = "torchtitan"
 TORCHRUN_SCRIPT = "torchrun"
 TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 #: This package's own commands: the hook stays out of them.
-OWN_SCRIPT = "rocm-hwq-autoset"
+OWN_SCRIPT = NAME
 OWN_MODULE = "rocm_hwq_autoset"
 
 
@@ -170,8 +171,6 @@ def _ran(
 
 CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
 MODULE_FLAG, CONFIG_FLAG = "--module", "--config"
-#: The two forms (``_model`` names them too, for the one rule that differs).
-TOML_FORM, MODULE_FORM = "toml", "module"
 
 
 class Launch:

@@ -15,26 +15,31 @@ result into the final outcome. Both forms reach Q through :func:`recommend_launc
 
 from __future__ import annotations
 
-from ._argv import MODULE_FORM, TOML_FORM
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
     INPUTS,
     INVALID,
-    MARKS,
+    MODULE_FORM,
+    NAME,
     OFF,
     QUEUES,
+    QUIET,
     SWITCH,
     TIMEOUT,
+    TOML_FORM,
     UNSET,
+    VERBOSE,
     WORLD_SIZE,
     QueuesSetting,
+    log_level,
     marker,
+    prints_for_node,
     switch,
     timeout,
 )
 from ._environ import world_size as _world_size
-from ._model import Inputs, Recommendation, decode_inputs, read_inputs
+from ._model import Config, Inputs, Recommendation, decode_inputs, read_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -42,7 +47,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._argv import Launch
-    from ._model import Evaluated
 
 
 def world_size(environ: Mapping[str, str]) -> int | None:
@@ -71,7 +75,7 @@ class Outcome:
     (the cause; the part a long line loses from its middle), then ``tail`` (what
     was done about it, never cut)."""
 
-    __slots__ = ("inputs", "level", "marker", "queues", "tail", "text")
+    __slots__ = ("level", "marker", "queues", "rec", "tail", "text")
 
     def __init__(
         self,
@@ -79,24 +83,43 @@ class Outcome:
         text: str,
         tail: str = "",
         *,
-        queues: int | None = None,
+        rec: Recommendation | None = None,
         marker: str | None = None,
-        inputs: Inputs | None = None,
     ) -> None:
         self.level = level
         self.text = text
         self.tail = tail
-        self.queues = queues
+        self.rec = rec
+        """The recommendation behind a value to set, or None to set nothing."""
+        self.queues = None if rec is None else rec.queues
         """The value to set, or None to set nothing."""
         self.marker = marker
         """The ``ROCM_HWQ_AUTOSET_ORIGIN`` to set beside it, or None."""
-        self.inputs = inputs
+
+    @property
+    def inputs(self) -> Inputs | None:
         """For a ``--module`` launch, the model's inputs its workers get."""
+        if self.rec is None or self.marker is None:
+            return None
+        return self.rec.inputs if self.marker.endswith(MODULE_FORM) else None
 
     @property
     def message(self) -> str:
         """The whole line, without the ``rocm-hwq-autoset:`` prefix."""
         return f"{self.text}; {self.tail}" if self.tail else self.text
+
+    def line(self, environ: Mapping[str, str]) -> str | None:
+        """The line a process with ``environ`` says for it, prefix and newline
+        included, or None when it says nothing: by default once per node (the
+        launcher, or local rank 0) and never for a skip; every rank and every
+        skip in verbose mode; nothing when quiet."""
+        level, _ = log_level(environ)
+        if level == QUIET:
+            return None
+        if level != VERBOSE and (self.level == SKIP or not prints_for_node(environ)):
+            return None
+        lead = {SET: "", SKIP: "nothing to do: ", WARNING: "warning: "}[self.level]
+        return PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
 
     def __repr__(self) -> str:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
@@ -133,9 +156,7 @@ def decide(
         return _skip(f"{QUEUES}={setting.reading} was set explicitly; left as is")
     inherited = marker(environ)
     if inherited is not None and inherited[0] == UNSET:
-        return _skip(
-            f"the launcher's {MARKS[inherited[1]]} evaluation failed and said so"
-        )
+        return _skip(f"the launcher's {inherited[1]} evaluation failed and said so")
     if inherited is not None and inherited[1] == MODULE_FORM:
         return _inherit(environ, inherited[0])
     if launch is None:
@@ -157,7 +178,7 @@ def decide(
         rec = recommend(size)
     except ConfigError as exc:
         return failed(launch.form, exc)
-    return _set(environ, rec, TOML_FORM)
+    return _value(environ, rec, TOML_FORM)
 
 
 def recommend_launch(
@@ -165,43 +186,44 @@ def recommend_launch(
     world_size: int | None,
     *,
     read_toml: Callable[[str], Mapping[str, Any]] | None = None,
-    evaluated: Evaluated | None = None,
+    config: Config | None = None,
 ) -> Recommendation:
     """The one way from a launch to its recommendation, for the hook, ``explain``,
     ``doctor`` and ``verify``: a TOML launch's config and overrides are read here;
-    a ``--module`` launch brings its evaluation (the model's inputs, from the
-    child or the cache). The world size resolves ``data_parallel_shard_degree =
-    -1`` in both forms alike."""
+    a ``--module`` launch brings its evaluation's ``config`` (from the child or
+    the cache). The world size resolves ``data_parallel_shard_degree = -1`` in
+    both forms alike."""
     if launch.form == MODULE_FORM:
-        if evaluated is None:
+        if config is None:
             raise ConfigError("a --module/--config launch needs its evaluation")
-        return Recommendation(evaluated[0], world_size, evaluated[1])
+        return Recommendation(config.inputs, world_size, config.settings)
     path = launch.config_file
     if path is None:  # torchtitan's defaults, and the flags
         settings = merge(None, launch.overrides)
     else:
         if read_toml is None:
             raise ConfigError("a TOML launch needs its reader")
-        config = read_toml(path)  # torchtitan reads the file before the flags
-        settings = merge(config, launch.overrides, path)
+        toml = read_toml(path)  # torchtitan reads the file before the flags
+        settings = merge(toml, launch.overrides, path)
     return Recommendation(read_inputs(settings), world_size, settings)
 
 
 def conclude(
     environ: Mapping[str, str],
     launch: Launch,
-    result: Evaluated | ConfigError,
+    result: Config | ConfigError,
     *,
     cached: bool = False,
 ) -> Outcome:
-    """The final outcome of a ``--module`` launch, from its evaluation."""
+    """The final outcome of a ``--module`` launch, from its evaluation: the
+    config, or why there is none."""
     if isinstance(result, ConfigError):
         return failed(MODULE_FORM, result)
     try:
-        rec = recommend_launch(launch, world_size(environ), evaluated=result)
+        rec = recommend_launch(launch, world_size(environ), config=result)
     except ConfigError as exc:
         return failed(MODULE_FORM, exc)
-    return _set(environ, rec, MODULE_FORM, cached=cached)
+    return _value(environ, rec, MODULE_FORM, cached=cached)
 
 
 def failed(form: str, error: ConfigError) -> Outcome:
@@ -212,7 +234,7 @@ def failed(form: str, error: ConfigError) -> Outcome:
         WARNING,
         where + str(error),
         f"{QUEUES} left unset",
-        marker=f"{UNSET} {MARKS[form]}",
+        marker=f"{UNSET} {form}",
     )
 
 
@@ -230,39 +252,36 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
         )
     if size is None or inputs is None:
         return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
-    return _set(environ, Recommendation(inputs, size), MODULE_FORM)
+    return _value(environ, Recommendation(inputs, size), MODULE_FORM)
 
 
-def _set(
+def _value(
     environ: Mapping[str, str],
     rec: Recommendation,
     form: str,
     *,
     cached: bool = False,
 ) -> Outcome:
-    text = str(rec.queues)
-    inputs = rec.inputs if form == MODULE_FORM else None
-    marked = f"{text} {MARKS[form]}"
-    if environ.get(QUEUES) == text:  # a parent of ours set it: said there
-        return Outcome(
-            SKIP,
-            f"{QUEUES}={text} as set by the parent process",
-            queues=rec.queues, marker=marked, inputs=inputs,
-        )  # fmt: skip
-    streams = f"{len(rec.lanes)} GPU streams: {', '.join(rec.lanes)}"
+    """The outcome that sets ``rec``'s value, said as new or as the parent's."""
+    marked = f"{rec.queues} {form}"
+    if environ.get(QUEUES) == str(rec.queues):  # a parent of ours set it: said there
+        text = f"{QUEUES}={rec.queues} as set by the parent process"
+        return Outcome(SKIP, text, rec=rec, marker=marked)
     where = ", from the cached --module/--config evaluation" if cached else ""
-    return Outcome(
-        SET,
-        f"{QUEUES}={text} ({streams}){where}",
-        queues=rec.queues, marker=marked, inputs=inputs,
-    )  # fmt: skip
+    return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
+
+
+def value_words(rec: Recommendation) -> str:
+    """A recommendation's value, as every line says it: ``8 (5 GPU streams:
+    compute, ...)``."""
+    return f"{rec.queues} ({len(rec.lanes)} GPU streams: {', '.join(rec.lanes)})"
 
 
 def _skip(text: str) -> Outcome:
     return Outcome(SKIP, text)
 
 
-PREFIX = "rocm-hwq-autoset: "
+PREFIX = f"{NAME}: "
 
 
 #: A line longer than this loses the middle of its cause: a path, a parser's

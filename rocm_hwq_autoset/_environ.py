@@ -19,6 +19,10 @@ TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+#: The package's name as it shows itself: its command, the prefix of its lines,
+#: its cache's folder, who set a value it set.
+NAME = "rocm-hwq-autoset"
+
 # HIP's own variable.
 
 #: HIP's flag: the hardware queues per device and stream priority.
@@ -67,9 +71,11 @@ MAX_TIMEOUT = 86400.0
 #: whose evaluation failed sets ``"unset <form>"``, so that its workers neither
 #: evaluate again nor warn again.
 ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
-#: Each launch form (``_argv.TOML_FORM``, ``_argv.MODULE_FORM``) as the marker
-#: names it.
-MARKS = {"toml": "job.config_file", "module": "--module"}
+#: The two launch forms, by the flag that makes each, as the marker names them:
+#: a TOML job config (torchtitan until early 2026), or torchtitan >= 0.3.0's
+#: config registry (``--module M --config FN``).
+TOML_FORM, MODULE_FORM = "job.config_file", "--module"
+FORMS = (TOML_FORM, MODULE_FORM)
 UNSET = "unset"
 #: Set beside it by a ``--module`` launcher: the model's inputs, from which a
 #: worker that knows ``WORLD_SIZE`` applies the model itself.
@@ -196,16 +202,15 @@ def marker(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
     current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
     value, _, marked = environ.get(ORIGIN, "").partition(" ")
-    form = next((f for f, text in MARKS.items() if text == marked), None)
-    if form is None:
+    if marked not in FORMS:
         return None
     current = environ.get(QUEUES) or UNSET  # unset or empty: not one of ours
-    return (value, form) if value == current else None
+    return (value, marked) if value == current else None
 
 
 #: Who set ``GPU_MAX_HW_QUEUES``: nobody (unset, or empty: the hook replaces an
 #: empty value, which HIP would read as 0), this package, or the user.
-NOBODY, PACKAGE, USER = "nobody", "rocm-hwq-autoset", "user"
+NOBODY, PACKAGE, USER = "nobody", NAME, "user"
 
 
 class QueuesSetting:
@@ -263,7 +268,7 @@ class QueuesSetting:
         """Who set it and what HIP makes of it, in the words every command
         prints."""
         if self.who == PACKAGE:
-            return f"{self.reading}, set by rocm-hwq-autoset ({MARKS[str(self.form)]})"
+            return f"{self.reading}, set by {NAME} ({self.form})"
         if self.who == NOBODY:
             return self.reading if self.text is None else f"{self.reading}: empty"
         if self.queues is None:

@@ -15,25 +15,19 @@ import sys
 from ._argv import Launch, find_launch, is_own_command, program
 from ._config import ConfigError, load_toml
 from ._decision import (
-    MAX_LINE,
-    PREFIX,
-    SET,
     SKIP,
     WARNING,
     Outcome,
     decide,
-    fit,
     internal_error,
     recommend_launch,
 )
 from ._environ import (
     INPUTS,
+    NAME,
     ORIGIN,
     QUEUES,
-    QUIET,
-    VERBOSE,
     log_level,
-    prints_for_node,
 )
 from ._model import encode_inputs
 
@@ -70,7 +64,7 @@ def run() -> None:
             read_toml=_read_toml,
         )
         if not isinstance(decided, Outcome):  # a --module launch to evaluate
-            from ._evaluation.parent import start
+            from ._evaluation import start  # the wing's one door
 
             start(decided, apply)
         else:
@@ -92,7 +86,7 @@ def outcome_for(
     as it is at interpreter start, and ``sys.orig_argv``): the launch it makes,
     if any, decided; the package's own commands are left alone."""
     if is_own_command(*program(argv, orig_argv)):
-        return Outcome(SKIP, "rocm-hwq-autoset's own command")
+        return Outcome(SKIP, f"{NAME}'s own command")
     launch: Launch | ConfigError | None
     try:
         launch = find_launch(argv, orig_argv)
@@ -127,20 +121,15 @@ def apply(
 
 
 def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
-    """One line on stderr: by default once per node (the launcher or
-    ``LOCAL_RANK`` 0) and never for a skip; every rank and every skip in verbose
-    mode; nothing when quiet."""
-    level, _ = log_level(environ)
-    if level == QUIET:
+    """The outcome's line on stderr, if a process with ``environ`` says one
+    (``Outcome.line``: once per node by default)."""
+    line = outcome.line(environ)
+    if line is None:
         return
-    if level != VERBOSE and (outcome.level == SKIP or not prints_for_node(environ)):
-        return
-    lead = {SET: "", SKIP: "nothing to do: ", WARNING: "warning: "}[outcome.level]
-    line = fit(lead + outcome.text, outcome.tail, MAX_LINE - len(PREFIX))
     try:
         stream = sys.stderr
         if stream is not None:
-            stream.write(PREFIX + line + "\n")
+            stream.write(line)
             stream.flush()
     except Exception:  # a closed or broken stderr must not break start-up
         pass

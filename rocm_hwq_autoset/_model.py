@@ -17,6 +17,7 @@ it, and Q. Every way to a value goes through it; ``explain`` only formats it.
 from __future__ import annotations
 
 from ._config import ConfigError
+from ._environ import MODULE_FORM, TOML_FORM
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ._config import Setting
-
-    #: The model's inputs and every field with its source.
-    Evaluated = tuple["Inputs", dict[str, Setting]]
 
 #: Models whose every flavor is a mixture of experts (TOML era, by ``model.name``).
 MOE_MODELS = frozenset({"deepseek_v3", "llama4", "gpt_oss"})
@@ -54,13 +52,23 @@ EXPERT = "parallelism.expert_parallel_degree"
 OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
 
 
+#: The kinds of the model's inputs: a parallel degree (>= 1), the shard degree
+#: (>= 1, or -1: all the ranks left), a flag, or one of a few words.
+DEGREE, SHARD_DEGREE, FLAG = "degree", "shard degree", "flag"
+#: Each input of the model, with its kind: one table for the inputs' text form.
+INPUT_KINDS: dict[str, str | tuple[str, ...]] = {
+    "dp_shard": SHARD_DEGREE, "dp_replicate": DEGREE, "tp": DEGREE, "cp": DEGREE,
+    "pp": DEGREE, "ep": DEGREE, "moe": FLAG, "moe_from": MOE_FROM,
+    "cudagraph": FLAG, "overlap": FLAG,
+}  # fmt: skip
+
+
 class Inputs:
     """What the model needs of a job: the parallel degrees as configured
     (``dp_shard`` may be ``-1``), whether the model is MoE (and how that was
     decided), whether cudagraph and the FSDP overlap are on."""
 
-    __slots__ = ("cp", "cudagraph", "dp_replicate", "dp_shard", "ep", "moe",
-                 "moe_from", "overlap", "pp", "tp")  # fmt: skip
+    __slots__ = tuple(sorted(INPUT_KINDS))
 
     def __init__(
         self,
@@ -114,10 +122,6 @@ def moe_by_table(
     if base in DENSE_MODELS:
         return False, "table"
     return expert_parallel_degree > 1, "expert degree"
-
-
-#: The launch forms, as ``_argv`` names them (``TOML_FORM``, ``MODULE_FORM``).
-TOML_FORM, MODULE_FORM = "toml", "module"
 
 
 def read_inputs(
@@ -249,10 +253,30 @@ class Recommendation:
         return f"Recommendation(queues={self.queues}, lanes={self.lanes!r})"
 
 
-_FLAGS = ("moe", "cudagraph", "overlap")
+class Config:
+    """A job's config as the model reads it: the model's inputs and every field
+    read, with its value and where it came from. A TOML launch's is read in the
+    process (``_decision.recommend_launch``); a ``--module`` launch's comes from
+    its evaluation (the child, or the cache)."""
+
+    __slots__ = ("inputs", "settings")
+
+    def __init__(self, inputs: Inputs, settings: Mapping[str, Setting]) -> None:
+        self.inputs = inputs
+        self.settings: dict[str, Setting] = dict(settings)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return (self.inputs, self.settings) == (other.inputs, other.settings)
+
+    def __repr__(self) -> str:
+        return f"Config({self.inputs!r}, {len(self.settings)} settings)"
 
 
-_DEGREES = ("dp_shard", "dp_replicate", "tp", "cp", "pp", "ep")
+# The inputs as one line of text: what a --module launcher hands its workers
+# (``ROCM_HWQ_AUTOSET_INPUTS``), what the cache keeps. Read back value by value:
+# it comes from another process, a file or the environment.
 
 
 def encode_inputs(inputs: Inputs) -> str:
@@ -268,31 +292,26 @@ def decode_inputs(text: str) -> Inputs:
     fields: dict[str, str] = {}
     for pair in text.split(","):
         name, eq, value = pair.partition("=")
-        if not eq or name not in Inputs.__slots__ or name in fields:
+        if not eq or name not in INPUT_KINDS or name in fields:
             raise ConfigError(f"{pair[:40]!r} is not one of the model's inputs")
         fields[name] = value
-    if len(fields) != len(Inputs.__slots__):
+    if len(fields) != len(INPUT_KINDS):
         raise ConfigError("some of the model's inputs are missing")
-    if fields["moe_from"] not in MOE_FROM:
-        raise ConfigError(f"moe_from={fields['moe_from'][:40]!r} is unknown")
-    flags: dict[str, bool] = {}
-    for name in _FLAGS:
-        if fields[name] not in ("0", "1"):
-            raise ConfigError(f"{name}={fields[name][:40]!r} is not 0 or 1")
-        flags[name] = fields[name] == "1"
-    degrees: dict[str, int] = {}
-    for name in _DEGREES:
-        raw = fields[name]
-        digits = raw[1:] if name == "dp_shard" and raw == "-1" else raw
-        if not (digits.isdigit() and digits.isascii()):
+    values = {name: _decoded(name, raw) for name, raw in fields.items()}
+    return Inputs(**values)
+
+
+def _decoded(name: str, raw: str) -> Any:
+    kind = INPUT_KINDS[name]
+    if kind == FLAG:
+        if raw not in ("0", "1"):
+            raise ConfigError(f"{name}={raw[:40]!r} is not 0 or 1")
+        return raw == "1"
+    if kind in (DEGREE, SHARD_DEGREE):
+        digits = raw[1:] if kind == SHARD_DEGREE and raw == "-1" else raw
+        if not (digits.isdigit() and digits.isascii()) or int(raw) == 0:
             raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-        degrees[name] = int(raw)  # >= 0, or dp_shard's -1
-        if degrees[name] == 0:
-            raise ConfigError(f"{name}={raw[:40]!r} is not a degree")
-    return Inputs(
-        moe_from=fields["moe_from"],
-        moe=flags["moe"],
-        cudagraph=flags["cudagraph"],
-        overlap=flags["overlap"],
-        **degrees,
-    )
+        return int(raw)  # >= 1, or the shard degree's -1
+    if raw not in kind:
+        raise ConfigError(f"{name}={raw[:40]!r} is unknown")
+    return raw

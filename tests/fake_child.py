@@ -24,14 +24,15 @@ import sys
 import time
 
 from rocm_hwq_autoset import recommend
-from rocm_hwq_autoset._evaluation.answer import encode_result
+from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.process import watch
-from rocm_hwq_autoset._model import Inputs
+from rocm_hwq_autoset._model import Config, Inputs
 
 #: What the tests' child answers by default: 5 lanes, Q = 8.
 INPUTS = Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True)
 SETTINGS = recommend(None).settings
-RESULT = encode_result(INPUTS, SETTINGS)
+#: Its answer, as the real child writes one.
+ANSWER = json.loads(json.dumps(Answer(config=Config(INPUTS, SETTINGS)).to_json()))
 
 
 def main(argv: list[str]) -> None:
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> None:
         os.write(int(argv[argv.index("--say") + 1]), environ["FAKE_CHILD_SAY"].encode())
     if environ.get("FAKE_CHILD_SIGNAL"):
         os.kill(os.getpid(), int(environ["FAKE_CHILD_SIGNAL"]))
-    out = environ.get("FAKE_CHILD_OUT", json.dumps({**RESULT, "how": "evaluated"}))
+    out = environ.get("FAKE_CHILD_OUT", json.dumps(ANSWER))
     os.write(1, (out + "\n").encode())
     time.sleep(float(environ.get("FAKE_CHILD_LINGER", "0")))
     os._exit(int(environ.get("FAKE_CHILD_EXIT", "0")))

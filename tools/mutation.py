@@ -399,7 +399,7 @@ EQUIVALENT: list[Equivalent] = [
         "follow_symlinks is read for its truth: None is False.",
     ),
     Equivalent(
-        "_evaluation.process",
+        "_evaluation.parent",
         "Evaluation.__init__",
         'cache_key: str = "",',
         'cache_key: str = "XXXX",',
@@ -408,16 +408,16 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
-        "Evaluation._read_line",
-        'while b"\\n" not in data and len(data) <= MAX_RESULT_BYTES:',
-        'while b"\\n" not in data and len(data) < MAX_RESULT_BYTES:',
+        "Child.read_line",
+        "if len(self._buffer) > MAX_LINE_BYTES:",
+        "if len(self._buffer) >= MAX_LINE_BYTES:",
         "Differs only for an answer of 1 MiB and up (real ones are a few KB),"
         " and there on how the pipe happens to split it: no reliable test can"
         " tell.",
     ),
     Equivalent(
         "_evaluation.process",
-        "Evaluation._read_line",
+        "Child.read_line",
         "chunk = os.read(fd, 65536)",
         "chunk = os.read(fd, 65537)",
         "The size of each read: the same bytes arrive either way.",

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .._argv import MODULE_FORM, TOML_FORM, Launch, launch_in
+from .._argv import Launch, launch_in
 from .._config import ConfigError, load_toml
 from .._decision import (
     SET,
@@ -33,16 +33,24 @@ from .._decision import (
     recommend_launch,
     world_size,
 )
-from .._environ import INPUTS, ORIGIN, QUEUES, QueuesSetting
+from .._environ import (
+    INPUTS,
+    MODULE_FORM,
+    NAME,
+    ORIGIN,
+    QUEUES,
+    TOML_FORM,
+    QueuesSetting,
+)
 from .._model import Recommendation
 from .._rocm import detect
 
 if TYPE_CHECKING:
     import argparse
 
-    from .._model import Evaluated
+    from .._model import Config
 
-PROG = "rocm-hwq-autoset"
+PROG = NAME
 TRAINING_ARGS_HELP = (
     "training arguments: --module, --config, and dotted torchtitan flags"
     " (--section.field, --section.field=VALUE), each with the values that follow"
@@ -155,7 +163,7 @@ class Reading:
         self.world_size = world_size(environ)
         self.found: str | None = None
         """How a ``--module`` evaluation was found, once it was."""
-        self._evaluated: Evaluated | ConfigError | None = None
+        self._config: Config | ConfigError | None = None
         self._rec: Recommendation | None = None
 
     @property
@@ -166,13 +174,13 @@ class Reading:
             return f"--module {module} --config {config} (torchtitan's config registry)"
         return self.launch.config_file or "none: torchtitan's defaults"
 
-    def evaluated(self) -> Evaluated | ConfigError:
-        """The ``--module`` launch's evaluation, or the ``ConfigError`` it ended
-        with (named after ``--module/--config`` where it names no input);
-        evaluated (or found in the cache) once. ``ConfigError`` for arguments
-        no evaluation can start from."""
-        if self._evaluated is None:
-            from .._evaluation.parent import evaluate  # starts a child: no torch here
+    def config(self) -> Config | ConfigError:
+        """The ``--module`` launch's config, by its evaluation, or the
+        ``ConfigError`` it ended with (named after ``--module/--config`` where
+        it names no input); evaluated (or found in the cache) once.
+        ``ConfigError`` for arguments no evaluation can start from."""
+        if self._config is None:
+            from .._evaluation import evaluate  # starts a child: no torch here
 
             _module, _config = self.launch.registry  # raises without both flags
             result, self.found = evaluate(
@@ -180,24 +188,23 @@ class Reading:
             )
             if isinstance(result, ConfigError):
                 result = result.within("--module/--config")
-            self._evaluated = result
-        return self._evaluated
+            self._config = result
+        return self._config
 
     @property
     def rec(self) -> Recommendation:
         """The recommendation, by the one path the hook takes. ``ConfigError``
         names what is wrong: the arguments, the config, or the evaluation."""
         if self._rec is None:
-            evaluated: Evaluated | None = None
+            config: Config | None = None
             if self.launch.form == MODULE_FORM:
-                result = self.evaluated()
+                result = self.config()
                 if isinstance(result, ConfigError):
                     raise result  # the child's answer, raised once, here
-                evaluated = result
+                config = result
             self._rec = recommend_launch(
-                self.launch, self.world_size, read_toml=load_toml,
-                evaluated=evaluated,
-            )  # fmt: skip
+                self.launch, self.world_size, read_toml=load_toml, config=config
+            )
         return self._rec
 
     def hook_outcome(self, *, as_if_on_rocm: bool = False) -> Outcome:
@@ -216,10 +223,10 @@ class Reading:
         if isinstance(decided, Outcome):
             return decided
         try:  # a --module launch: evaluated here
-            evaluated = self.evaluated()
+            config = self.config()
         except ConfigError as exc:
             return failed(MODULE_FORM, exc)
-        return conclude(environ, decided, evaluated)
+        return conclude(environ, decided, config)
 
 
 def describe(outcome: Outcome) -> str:

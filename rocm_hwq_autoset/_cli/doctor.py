@@ -17,7 +17,7 @@ from .._argv import Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
 from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
-from .._evaluation.cache import location, open_cache
+from .._evaluation import location, open_cache
 from ._common import (
     AS_IF_ON_ROCM,
     Option,

@@ -1,7 +1,8 @@
-"""A ``--module`` evaluation's result as text: what the child answers, what
-the cache keeps, and the model's inputs a launcher hands its workers
-(``ROCM_HWQ_AUTOSET_INPUTS``). Whatever is read back is checked value by
-value: it comes from another process, a file or the environment."""
+"""A ``--module`` evaluation's answer as a value, and its one text form, a
+JSON document: what the child answers its parent on one line, what a rank
+publishes for its peers, and (for a success) what the cache keeps. Encoded and
+decoded here only. Whatever is read back is checked value by value, since it
+comes from another process or a file; nothing is read back out of a message."""
 
 from __future__ import annotations
 
@@ -17,15 +18,97 @@ from .._config import (
     Setting,
     check_value,
 )
-from .._model import Inputs, decode_inputs, encode_inputs
+from .._model import Config, decode_inputs, encode_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .._model import Evaluated
-
 SOURCES = (DEFAULT, CLI, TOML, CONFIG)
+#: How an answer was found: evaluated by this child, taken from the cache's
+#: entry, or from the answer another rank of the node published.
+EVALUATED, CACHE, PEER = "evaluated", "cache", "peer"
+HOWS = (EVALUATED, CACHE, PEER)
+
+
+class Answer:
+    """What an evaluation answers: the config torchtitan built, or
+    torchtitan's refusal of it (the config's or the arguments' fault, a
+    ``ConfigError`` naming its source), or the package's own failure to get
+    either (``failure``, in the words ``_decision.internal_error`` gives it);
+    exactly one of them. ``how``: where it came from (:data:`HOWS`)."""
+
+    __slots__ = ("config", "failure", "how", "refusal")
+
+    def __init__(
+        self,
+        *,
+        config: Config | None = None,
+        refusal: ConfigError | None = None,
+        failure: str | None = None,
+        how: str = EVALUATED,
+    ) -> None:
+        assert [config, refusal, failure].count(None) == 2, "exactly one"
+        self.config = config
+        self.refusal = refusal
+        self.failure = failure
+        self.how = how
+
+    @property
+    def error(self) -> ConfigError | None:
+        """Why there is no config, as the hook says it: the refusal, or the
+        failure; None for a config."""
+        if self.failure is not None:
+            return ConfigError(self.failure)
+        return self.refusal
+
+    def to_json(self) -> dict[str, Any]:
+        if self.config is not None:
+            return {"config": config_to_json(self.config), "how": self.how}
+        if self.refusal is not None:
+            refusal = {"reason": self.refusal.reason, "source": self.refusal.source}
+            return {"refused": refusal, "how": self.how}
+        return {"failed": self.failure, "how": self.how}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Answer:
+        """What :meth:`to_json` wrote; ``ConfigError`` for anything else."""
+        if not isinstance(doc, dict) or doc.get("how") not in HOWS:
+            raise ConfigError("not an evaluation's answer")
+        how = doc["how"]
+        if "config" in doc:
+            return cls(config=config_from_json(doc["config"]), how=how)
+        refused = doc.get("refused")
+        if isinstance(refused, dict):
+            reason, source = refused.get("reason"), refused.get("source")
+            if isinstance(reason, str) and isinstance(source, str):
+                return cls(refusal=ConfigError(reason, source), how=how)
+        if isinstance(doc.get("failed"), str):
+            return cls(failure=doc["failed"], how=how)
+        raise ConfigError("not an evaluation's answer")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Answer):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"Answer({self.to_json()!r})"
+
+
+def config_to_json(config: Config) -> dict[str, Any]:
+    """A config as the child answers it and the cache keeps it."""
+    return {
+        "inputs": encode_inputs(config.inputs),
+        "settings": settings_to_json(config.settings),
+    }
+
+
+def config_from_json(doc: Any) -> Config:
+    """What :func:`config_to_json` wrote; ``ConfigError`` for anything else."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), str):
+        raise ConfigError("not an evaluation's config")
+    return Config(decode_inputs(doc["inputs"]), settings_from_json(doc.get("settings")))
 
 
 def settings_to_json(settings: Mapping[str, Setting]) -> dict[str, list[object]]:
@@ -46,15 +129,3 @@ def settings_from_json(doc: object) -> dict[str, Setting]:
             raise ConfigError("not a value and its source", key)
         settings[key] = Setting(check_value(key, pair[0], ""), pair[1])
     return settings
-
-
-def encode_result(inputs: Inputs, settings: Mapping[str, Setting]) -> dict[str, Any]:
-    """An evaluation's result as the child reports it and the cache keeps it."""
-    return {"inputs": encode_inputs(inputs), "settings": settings_to_json(settings)}
-
-
-def decode_result(doc: Any) -> Evaluated:
-    """What :func:`encode_result` wrote; ``ConfigError`` for anything else."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), str):
-        raise ConfigError("not an evaluation's result")
-    return decode_inputs(doc["inputs"]), settings_from_json(doc.get("settings"))

@@ -33,17 +33,16 @@ import time
 from typing import Any
 
 from .._config import ConfigError, read_open
-from .._environ import CACHE_DIR, cache_switch
-from .answer import decode_result
-from .deps import DEVICES, check
+from .._environ import CACHE_DIR, NAME, cache_switch
+from .answer import Answer, config_from_json, config_to_json
+from .deps import DEVICES, changed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .._model import Evaluated
+    from .._model import Config
 
-NAME = "rocm-hwq-autoset"
 
 #: The layout of an entry; another layout is not read.
 FORMAT = 2
@@ -85,7 +84,7 @@ ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
 TAG = "CACHEDIR.TAG"
 TAG_TEXT = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by rocm-hwq-autoset.\n"
+    f"# This file is a cache directory tag created by {NAME}.\n"
     "# For information about cache directory tags see https://bford.info/cachedir/\n"
 )
 
@@ -147,10 +146,8 @@ class Cache:
     def entry(self, key: str) -> str:
         return os.path.join(self.path, f"{key}.json")
 
-    def lookup(
-        self, key: str, environ: Mapping[str, str]
-    ) -> tuple[Evaluated | None, str]:
-        """The entry's result when it is trusted and nothing it depended on
+    def lookup(self, key: str, environ: Mapping[str, str]) -> tuple[Config | None, str]:
+        """The entry's config when it is trusted and nothing it depended on
         changed, else None; and one phrase saying which."""
         path = self.entry(key)
         try:
@@ -163,10 +160,10 @@ class Cache:
             doc = json.loads(data)
             if doc["format"] != FORMAT:
                 return None, "entry of another format"
-            changed = check(doc["deps"], environ)
-            if changed is not None:
-                return None, f"stale: {changed}"
-            result = decode_result(doc["result"])
+            change = changed(doc["deps"], environ)
+            if change is not None:
+                return None, f"stale: {change}"
+            result = config_from_json(doc["result"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, "entry ignored: corrupt"
         with contextlib.suppress(OSError):
@@ -178,9 +175,9 @@ class Cache:
         cannot."""
         os.unlink(self.entry(key))
 
-    def store(self, key: str, result: dict[str, Any], deps: dict[str, Any]) -> None:
+    def store(self, key: str, config: Config, deps: dict[str, Any]) -> None:
         """Write an entry atomically, then prune. ``OSError`` if it cannot."""
-        doc = {"format": FORMAT, "result": result, "deps": deps}
+        doc = {"format": FORMAT, "result": config_to_json(config), "deps": deps}
         self._write(self.entry(key), json.dumps(doc, separators=(",", ":")))
         self.prune()
 
@@ -276,14 +273,13 @@ class Cache:
         for a check)."""
         return os.path.join(self.path, f"{key}.{host()}.check")
 
-    def publish(
-        self, key: str, doc: dict[str, Any], deps: dict[str, Any] | None
-    ) -> None:
+    def publish(self, key: str, answer: Answer, deps: dict[str, Any] | None) -> None:
         """The evaluator's answer, success or failure, for the ranks that waited
         on its lock, with the key and what the evaluation read: a peer uses it
         only if nothing of that changed for it. ``OSError`` if it cannot be
         written."""
-        published = {"format": FORMAT, "key": key, "answer": doc, "deps": deps}
+        published = {"format": FORMAT, "key": key, "answer": answer.to_json(),
+                     "deps": deps}  # fmt: skip
         self._write(self.result_file(key), json.dumps(published))
 
     def published(self, key: str) -> tuple[tuple[int, int, int] | None, Any]:
@@ -297,23 +293,20 @@ class Cache:
         except Exception:  # hostile or damaged, as an entry
             return None, None
 
-    def peer_answer(self, doc: Any, key: str, environ: Mapping[str, str]) -> Any:
+    def peer_answer(
+        self, doc: Any, key: str, environ: Mapping[str, str]
+    ) -> Answer | None:
         """A published document's answer, if it is for ``key`` and nothing its
         evaluation read changed for ``environ``; else None. Checked as an
         entry is: any failure means no answer."""
         try:
-            if doc["format"] != FORMAT or doc["key"] != key:
+            if doc["format"] != FORMAT or doc["key"] != key or doc["deps"] is None:
                 return None
-            answer, deps = doc["answer"], doc["deps"]
-            if not isinstance(answer, dict) or deps is None:
+            if changed(doc["deps"], environ) is not None:
                 return None
-            if check(deps, environ) is not None:
-                return None
-            if "error" not in answer:
-                decode_result(answer)  # a result that reads back
+            return Answer.from_json(doc["answer"])
         except Exception:
             return None
-        return answer
 
 
 def open_cache(

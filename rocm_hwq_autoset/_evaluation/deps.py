@@ -580,7 +580,7 @@ def _matching(path: str, names: set[str] | list[str]) -> list[str] | None:
     return _select(listing, names)
 
 
-def check(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+def changed(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     """None when nothing the evaluation read has changed, else what did (one
     phrase). ``deps`` comes from the cache: a malformed one raises
     ``ValueError``, ``TypeError`` or ``KeyError``, which callers treat as

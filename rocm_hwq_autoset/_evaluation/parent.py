@@ -1,14 +1,14 @@
 """The ``--module`` evaluation, parent side: runs in the launcher (torchrun) or
 the training process itself. Uses the cache, or starts the child
-(``child``), waits for it only when its value is needed, and ends it
-(:func:`lookup_or_spawn` serves the command line, which waits, and the hook,
-which goes on).
+(``child``, in a ``process.Child``), waits for it only when its value is
+needed, and ends it (:func:`lookup_or_spawn` serves the command line, which
+waits, and the hook, which goes on).
 
 A cached value is applied at once, and checked in the background: a child at
 the lowest CPU priority evaluates again, ignoring the entry, once per node, and
 ends with this process at the latest; when its answer differs it corrects the
 entry and says so in one line on this process's stderr, in the same launch
-(:class:`Check`). So a cached value is right, or the launch says it was not and
+(:func:`start_check`). So a cached value is right, or the launch says it was not and
 the next launch gets the right one, whatever the evaluation read that no
 recording sees.
 
@@ -43,14 +43,16 @@ it would without the hook.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
-from .._argv import MODULE_FORM, Launch
+from .._argv import Launch
 from .._config import ConfigError
 from .._decision import (
     SKIP,
@@ -60,15 +62,22 @@ from .._decision import (
     failed,
     internal_error,
 )
-from .._environ import prints_for_node
+from .._environ import (
+    MODULE_FORM,
+    QUIET,
+    TIMEOUT,
+    log_level,
+    prints_for_node,
+    timeout,
+)
+from .._model import Config, encode_inputs
+from .answer import EVALUATED, Answer
 from .cache import Cache, key, open_cache
-from .process import Check, Evaluation, interpreter_of
+from .process import REAP_SECONDS, Child, Interpreter, interpreter_of
 from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .._model import Evaluated
-
     #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
     #: given), and say it unless ``quiet``.
     Apply = Callable[..., None]
@@ -78,23 +87,92 @@ if TYPE_CHECKING:
 STORE_SECONDS = 2.0
 
 
-class Found:
-    """What :func:`lookup_or_spawn` found: the cache's answer, or the child
-    started to evaluate (or why none could start), and how."""
+class Evaluation:
+    """A child evaluating a launch's ``--module``/``--config``, and the time
+    it has: its deadline is set once, when it starts (the launch's timeout,
+    ``ROCM_HWQ_AUTOSET_TIMEOUT``)."""
+
+    def __init__(
+        self,
+        launch: Launch,
+        environ: Mapping[str, str],
+        cache: Cache | None = None,
+        cache_key: str = "",
+        interpreter: Interpreter | None = None,
+        *,
+        fresh: bool = False,
+    ) -> None:
+        """Start the child; ``ConfigError`` for a timeout it cannot read,
+        ``OSError`` if it cannot start."""
+        self.timeout, problem = timeout(environ)
+        if problem is not None:
+            raise ConfigError(problem, TIMEOUT)
+        self.deadline = time.monotonic() + self.timeout
+        options = ["--parent", str(os.getpid())]
+        if cache is not None:
+            options += ["--cache", cache.path, "--key", cache_key]
+            if fresh:  # never the entry, nor a peer's answer: evaluated here
+                options.append("--fresh")
+        self.child = Child(interpreter, options, launch.args, environ)
+
+    def answer(self) -> Answer:
+        """The child's answer, waiting until the deadline at most; a failure
+        when there is none (the deadline, a child that ended without one). A
+        child that answered is left to finish (it stores its answer in the
+        cache after giving it); any other ends here. Raises only what does not
+        belong to the evaluation (a signal handler's exception ...), after
+        ending the child."""
+        try:
+            line = self.child.read_line(self.deadline)
+        except OSError as exc:
+            self.child.end()
+            return Answer(failure=f"reading the evaluation: {exc.strerror}")
+        except BaseException:
+            self.child.end()
+            raise
+        if line is None:
+            self.child.end()
+            return Answer(
+                failure=f"evaluating took over {self.timeout:g} s ({TIMEOUT})"
+            )
+        try:
+            return Answer.from_json(json.loads(line))
+        except (ValueError, ConfigError):  # JSON's or ours
+            how = self.child.status(REAP_SECONDS)  # if it is ending anyway
+            return Answer(failure=f"the evaluating child ended with {how}")
+
+    def settle(self) -> None:
+        """Let a child that answered finish storing its answer, until the
+        deadline at most; then end it."""
+        self.child.settle(self.deadline - time.monotonic())
+
+
+def _result(answer: Answer) -> Config | ConfigError:
+    if answer.config is not None:
+        return answer.config
+    error = answer.error
+    assert error is not None
+    return error
+
+
+class Lookup:
+    """What :func:`lookup_or_spawn` found: the cache's config (:attr:`hit`),
+    or the evaluation started (:attr:`evaluation`), or why none could start
+    (:attr:`error`); and, in words, why the cache was not used
+    (:attr:`cache_said`) and what a command's report says of it (:attr:`how`)."""
 
     def __init__(self, cache: Cache | None, cache_key: str) -> None:
         self.cache = cache
         self.key = cache_key
-        self.hit: Evaluated | None = None
-        """The entry's result, when it was used."""
+        self.hit: Config | None = None
         self.evaluation: Evaluation | None = None
-        """The child evaluating, when there was no hit."""
         self.error: ConfigError | None = None
-        """Why no child could start."""
-        self.unreadable: ConfigError | None = None
+        """Why no evaluation could start."""
+        self.switch_error: ConfigError | None = None
         """The cache switch's value, when it cannot be read (no cache then)."""
-        self.problem = ""
-        """Why there is no cache, when it is on (``""`` when it is off)."""
+        self.no_cache = ""
+        """Why there is no cache though it is on (``""``: there is one, or it
+        is turned off)."""
         self.missed = ""
         """Why the entry was not used (``no entry``, ``stale: ...``)."""
 
@@ -105,31 +183,30 @@ def lookup_or_spawn(
     *,
     use_cache: bool = True,
     fresh: bool = False,
-) -> Found:
+) -> Lookup:
     """The cache first, then the child: the entry for this launch when it is
     trusted and nothing it read changed for ``environ``, else a child started
     to evaluate it (told to store its answer when there is a cache). ``fresh``:
     never the entry, always a child, whose answer the cache then holds.
     Waits for nothing: :func:`evaluate` waits, :func:`start` goes on."""
     cache = None
-    problem = ""
-    unreadable = None
+    no_cache = ""
+    switch_error = None
     if use_cache:
         try:
-            cache, problem = open_cache(environ)
+            cache, no_cache = open_cache(environ)
         except ConfigError as exc:
-            unreadable = exc
+            switch_error = exc
     runs = interpreter_of(launch, environ)
-    found = Found(cache, key(launch.args, environ, runs))  # launch_key's, reusing runs
-    found.unreadable, found.problem = unreadable, problem
+    found = Lookup(cache, key(launch.args, environ, runs))
+    found.switch_error, found.no_cache = switch_error, no_cache
     if cache is not None and not fresh:
-        hit, found.missed = cache.lookup(found.key, environ)
-        if hit is not None:
-            found.hit = hit
+        found.hit, found.missed = cache.lookup(found.key, environ)
+        if found.hit is not None:
             return found
     try:
         found.evaluation = Evaluation(
-            launch.args, environ, cache, found.key, runs, fresh=fresh
+            launch, environ, cache, found.key, runs, fresh=fresh
         )
     except (OSError, ConfigError) as exc:
         found.error = ConfigError(f"cannot start the evaluation: {exc}")
@@ -142,12 +219,12 @@ def evaluate(
     *,
     use_cache: bool = True,
     fresh: bool = False,
-) -> tuple[Evaluated | ConfigError, str]:
-    """Evaluate now and wait, for the command line: the result, and how it was
-    found (``cache``, ``evaluated``, or why the cache was not used). ``fresh``
-    (for a value that leaves the package, ``explain --export``, or judges a
-    run, ``verify``): evaluated now, never from the cache, which then holds
-    the answer."""
+) -> tuple[Config | ConfigError, str]:
+    """Evaluate now and wait, for the command line: the config (or why there
+    is none), and how it was found (``cache``, ``evaluated``, or why the cache
+    was not used). ``fresh`` (for a value that leaves the package, ``explain
+    --export``, or judges a run, ``verify``): evaluated now, never from the
+    cache, which then holds the answer."""
     found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
         return found.hit, f"from the cache ({found.cache.entry(found.key)})"
@@ -155,8 +232,8 @@ def evaluate(
         how = "evaluated (--no-cache)"
     elif fresh and found.cache is not None:
         how = "evaluated (never from the cache here; the cache holds the answer)"
-    elif found.unreadable is not None or found.problem:
-        how = f"evaluated ({found.unreadable or found.problem})"
+    elif found.switch_error is not None or found.no_cache:
+        how = f"evaluated ({found.switch_error or found.no_cache})"
     elif found.cache is not None:
         how = f"evaluated (cache: {found.missed})"
     else:
@@ -166,10 +243,12 @@ def evaluate(
         assert found.error is not None
         return found.error, how
     try:
-        result, cached = evaluation.result()
+        answer = evaluation.answer()
     finally:
         evaluation.settle()  # the answer stored in the cache, for the launches
-    return result, ("from the cache (another process evaluated it)" if cached else how)
+    if answer.how != EVALUATED:
+        how = "from the cache (another process evaluated it)"
+    return _result(answer), how
 
 
 def start(launch: Launch, apply: Apply) -> None:
@@ -178,15 +257,15 @@ def start(launch: Launch, apply: Apply) -> None:
     needed."""
     environ = os.environ
     found = lookup_or_spawn(launch, environ)
-    if found.unreadable is not None:
-        apply(Outcome(WARNING, str(found.unreadable), "the cache is not used"))
-    if found.problem:
-        apply(Outcome(SKIP, f"cache: {found.problem}"))
+    if found.switch_error is not None:
+        apply(Outcome(WARNING, str(found.switch_error), "the cache is not used"))
+    if found.no_cache:
+        apply(Outcome(SKIP, f"cache: {found.no_cache}"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
         apply(conclude(environ, launch, found.hit, cached=True))
         if prints_for_node(before):  # the node's one: launcher or local rank 0
-            Check.start(launch, before, found.cache, found.key, found.hit, apply)
+            start_check(launch, before, found.cache, found.key, found.hit, apply)
         return
     if found.cache is not None:
         apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
@@ -195,6 +274,35 @@ def start(launch: Launch, apply: Apply) -> None:
         apply(failed(MODULE_FORM, found.error))
         return
     Waiter(launch, found.evaluation, apply).install()
+
+
+def start_check(
+    launch: Launch,
+    environ: Mapping[str, str],
+    cache: Cache,
+    cache_key: str,
+    taken: Config,
+    apply: Apply,
+) -> Child | None:
+    """The background check of a cached answer: a child that evaluates again,
+    ignoring the entry (``child --check``), at the lowest CPU priority from its
+    start, watching this process as an evaluating child does (it ends when
+    this process does, whatever ends it; at exit this process ends it). One
+    per node: the child gives way when another process of the node checks. It
+    corrects the entry and says so, itself, in one line on this process's
+    stderr when its answer differs; nothing at all when the log level is
+    quiet. This process never waits for it. A check that cannot start is one
+    line in verbose mode, and the entry stays as it is; never a failure."""
+    level, _ = log_level(environ)
+    options = ["--parent", str(os.getpid()), "--cache", cache.path,
+               "--key", cache_key, "--check", encode_inputs(taken.inputs)]  # fmt: skip
+    try:
+        return Child(interpreter_of(launch, environ), options, launch.args,
+                     environ, say=level != QUIET)  # fmt: skip
+    except Exception as exc:
+        apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
+                      "the cached value stays"))  # fmt: skip
+        return None
 
 
 class Waiter:
@@ -219,7 +327,6 @@ class Waiter:
 
     def install(self) -> None:
         sys.addaudithook(self.audit)  # cannot be removed: cheap once done
-        os.register_at_fork(after_in_child=self.forked)
         atexit.register(self.at_exit)
         self.wrappers.install()
 
@@ -254,15 +361,17 @@ class Waiter:
                     self.outcome = self._conclude()
                     self.wrappers.remove()
                     self.apply(self.outcome)
-        self.evaluation.reap()  # a child that answered and ended: no zombie
+        self.evaluation.child.reap()  # a child that answered and ended: no zombie
         outcome = self.outcome
         if environ is not None and environ is not os.environ and outcome is not None:
             give(outcome, environ, self.apply)
 
     def _conclude(self) -> Outcome:
         try:
-            result, cached = self.evaluation.result()
-            return conclude(os.environ, self.launch, result, cached=cached)
+            answer = self.evaluation.answer()
+            self.evaluation.child.linger = STORE_SECONDS  # to store the answer
+            cached = answer.how != EVALUATED
+            return conclude(os.environ, self.launch, _result(answer), cached=cached)
         except BaseException as exc:
             if is_foreign(exc):
                 self.abandoned = True
@@ -271,23 +380,11 @@ class Waiter:
             # Never a traceback from our own failure.
             return failed(MODULE_FORM, ConfigError(internal_error(exc)))
 
-    def forked(self) -> None:
-        """In a child made by ``os.fork``: this copy lets go of the pipes. Like
-        a copy made by C code's ``fork``, which runs no at-fork handler, it
-        never waits on, nor ends, the parent's evaluation: only the owner
-        does."""
-        if os.getpid() != self.owner:
-            self.evaluation.disown()
-
     def at_exit(self) -> None:
-        """Ends the child; one that answered may first store its answer, for a
-        bounded time."""
+        """No more waiting (the child itself ends at exit: ``process.Child``;
+        one that answered may first store its answer, for a bounded time)."""
         if os.getpid() == self.owner:
             self.abandoned = True
-            if self.outcome is not None:
-                self.evaluation.settle(STORE_SECONDS)
-            else:
-                self.evaluation.end()
 
 
 def is_foreign(exc: BaseException) -> bool:

@@ -1,49 +1,40 @@
-"""One child interpreter of the ``--module`` evaluation, both sides of it: the
-parent's handle (start it in the training's interpreter, in a process group of
-its own, end and reap it within a bound, let go of it after a fork) and the
-child's own part (watch the parent, drop to the lowest priority, take the
-node's lock)."""
+"""One child interpreter of the ``--module`` evaluation, both sides of its life
+(as coverage.py keeps a feature that spans two processes in one module; the
+policy, what to ask it and when to wait, is ``parent``'s).
+
+The parent's side is :class:`Child`: started in the interpreter that runs the
+training (:func:`interpreter_of`), with the hook off, its stdin a pipe it
+watches for the parent's end and its stdout the pipe its lines come on, in a
+session of its own, so that ending its group ends everything it started; read
+line by line until a deadline; ended and reaped within a bound, at exit at the
+latest; let go of in a copy of the parent made by ``os.fork``.
+
+The child's side: :func:`watch` the parent (the child ends, with everything it
+started, as soon as the parent is gone, whatever ended it), drop to the
+:func:`lowest_priority`, and take a node's lock (:func:`node_lock`).
+"""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .._argv import Launch
-from .._config import ConfigError
-from .._decision import SKIP, Outcome
-from .._environ import QUIET, SWITCH, TIMEOUT, log_level, timeout
-from .._model import encode_inputs
-from .answer import decode_result
-from .cache import Cache, key
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .._model import Evaluated
-
-    #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
-    #: given), and say it unless ``quiet``.
-    Apply = Callable[..., None]
-
+from .._environ import SWITCH
 
 CHILD = "rocm_hwq_autoset._evaluation.child"
-
-
-#: The most the child may print: one JSON line of a few KB.
-MAX_RESULT_BYTES = 1 << 20
-
-
+#: The most one line of the child may hold: its answers are a few KB.
+MAX_LINE_BYTES = 1 << 20
 #: Seconds an exiting process waits for the ended child to be reaped.
 REAP_SECONDS = 1.0
-
+PR_SET_PDEATHSIG = 1
 
 #: The interpreter options that change where imports come from, and the first
 #: ``sys.path`` entry the interpreter puts before the rest (None: none).
@@ -81,128 +72,108 @@ def interpreter_of(launch: Launch, environ: Mapping[str, str]) -> Interpreter:
     return flags, os.getcwd()
 
 
-def launch_key(launch: Launch, environ: Mapping[str, str]) -> str:
-    """The cache's key for this launch: its arguments, in this environment,
-    run by the interpreter that runs the training (:func:`interpreter_of`)."""
-    return key(launch.args, environ, interpreter_of(launch, environ))
-
-
 def child_command(interpreter: Interpreter | None, *options: str) -> list[str]:
-    """``python [OPTIONS] -m CHILD OPTIONS [--path0 DIR | --no-path0 1]``: the
+    """``python [FLAGS] -m CHILD OPTIONS [--path0 DIR | --no-path0]``: the
     child's own interpreter, told where the training's imports come from first
     (None: as a ``python -m`` in this directory, the child's own)."""
     if interpreter is None:
         return [sys.executable, "-m", CHILD, *options]
     flags, path0 = interpreter
-    where = ["--no-path0", "1"] if path0 is None else ["--path0", path0]
+    where = ["--no-path0"] if path0 is None else ["--path0", path0]
     return [sys.executable, *flags, "-m", CHILD, *options, *where]
 
 
-class Evaluation:
-    """One child interpreter evaluating ``--module``/``--config`` arguments."""
+class Child:
+    """A child interpreter of the evaluation, from its parent's side, for its
+    whole life: started, read, ended, reaped; let go of after a fork. Only the
+    process that started it (its owner) ever waits on or ends it."""
 
     def __init__(
         self,
+        interpreter: Interpreter | None,
+        options: Sequence[str],
         args: Sequence[str],
         environ: Mapping[str, str],
-        cache: Cache | None = None,
-        cache_key: str = "",
-        interpreter: Interpreter | None = None,
         *,
-        fresh: bool = False,
+        say: bool = False,
     ) -> None:
-        self.timeout, problem = timeout(environ)
-        if problem is not None:
-            raise ConfigError(problem, TIMEOUT)
-        self.deadline = time.monotonic() + self.timeout
+        """Start ``python -m CHILD OPTIONS -- ARGS`` with ``environ`` (the hook
+        off in it); with ``say``, a copy of this process's stderr is its to
+        say its line on (``--say FD``). ``OSError`` if it cannot start."""
         self.owner = os.getpid()
-        options = ["--parent", str(self.owner)]
-        if cache is not None:
-            options += ["--cache", cache.path, "--key", cache_key]
-            if fresh:  # never the entry, nor a peer's answer: evaluated here
-                options += ["--fresh", "1"]
+        self.linger = 0.0
+        """Seconds it may go on at this process's exit (to store an answer)."""
+        self._buffer = b""
+        self._eof = False
+        fd = _copy_of_stderr() if say else -1
+        if fd >= 0:
+            options = [*options, "--say", str(fd)]
         command = child_command(interpreter, *options)
-        # The child sees what the training sees: the same GPUs, this directory
-        # (recipe modules outside torchtitan import from it). Its own session,
-        # so that ending it ends anything it started; stdin is the pipe it
-        # watches for this process's end.
-        self.child = subprocess.Popen(
-            [*command, "--", *args],
-            env={**environ, SWITCH: "0"},  # no hook in the child
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-    def result(self) -> tuple[Evaluated | ConfigError, bool]:
-        """The evaluation (or why there is none) and whether it came from the
-        cache, waiting until the deadline at most. A child that answered is
-        left to finish (it stores its answer in the cache after giving it);
-        any other ends here. Raises only what does not belong to the
-        evaluation (a signal handler's exception ...), after ending the child."""
         try:
-            line = self._read_line()
-        except OSError as exc:
-            self.end()
-            return ConfigError(f"reading the evaluation: {exc.strerror}"), False
-        except BaseException:
-            self.end()
-            raise
-        if line is None:
-            self.end()
-            return ConfigError(
-                f"evaluating took over {self.timeout:g} s ({TIMEOUT})"
-            ), False
-        try:
-            doc = json.loads(line)
-            if "error" in doc:
-                error = ConfigError(str(doc["error"]), str(doc.get("source") or ""))
-                return error, False
-            return decode_result(doc), doc.get("how") in ("cache", "peer")
-        except (ValueError, TypeError, KeyError, AttributeError, ConfigError):
-            self.settle(REAP_SECONDS)  # its own status, if it is ending anyway
-            status = self.child.returncode
-            if status is not None and status < 0:
-                how = f"signal {-status}"
-            else:
-                how = f"status {status}"
-            return ConfigError(f"the evaluating child ended with {how}"), False
+            # The child sees what the training sees: the same GPUs, this
+            # directory. Its own session, so that ending its group ends
+            # anything it started; stdin is the pipe it watches for our end.
+            self.process = subprocess.Popen(
+                [*command, "--", *args],
+                env={**environ, SWITCH: "0"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(fd,) if fd >= 0 else (),
+            )
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        os.register_at_fork(after_in_child=self.let_go)
+        atexit.register(self.at_exit)
 
-    def _read_line(self) -> bytes | None:
-        """The child's first line (or all it wrote before EOF); None at the
-        deadline."""
-        assert self.child.stdout is not None
-        fd = self.child.stdout.fileno()
-        data = b""
-        while b"\n" not in data and len(data) <= MAX_RESULT_BYTES:
-            remaining = self.deadline - time.monotonic()
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def read_line(self, deadline: float) -> bytes | None:
+        """The child's next line (at its end: what it wrote before EOF, ``b""``
+        for nothing); None at the deadline (``time.monotonic()``). ``OSError``
+        if the pipe cannot be read."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer and not self._eof:
+            if len(self._buffer) > MAX_LINE_BYTES:
+                break
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
             chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            data += chunk
-        return data.partition(b"\n")[0]
+            self._eof = not chunk
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
 
-    def settle(self, limit: float | None = None) -> None:
-        """Let a child that answered finish storing its answer, until the
-        deadline or for ``limit`` seconds at most; then end it."""
+    def status(self, limit: float) -> str:
+        """How the child ended (``status N`` or ``signal N``), waiting ``limit``
+        seconds at most for it; ``status None`` if it runs on."""
+        self.settle(limit)
+        status = self.process.returncode
+        if status is not None and status < 0:
+            return f"signal {-status}"
+        return f"status {status}"
+
+    def settle(self, limit: float) -> None:
+        """Let the child finish on its own for ``limit`` seconds at most; then
+        end it."""
         if os.getpid() == self.owner:
-            left = self.deadline - time.monotonic()
-            if limit is not None:
-                left = min(left, limit)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.child.wait(max(left, 0))
+                self.process.wait(max(limit, 0))
         self.end()
 
     def reap(self) -> None:
         """Collect a child that finished, so that no zombie stays behind."""
         if os.getpid() == self.owner:
-            self.child.poll()
+            self.process.poll()
 
     def end(self) -> None:
         """End the child's whole process group if it still runs; reap it,
@@ -210,109 +181,34 @@ class Evaluation:
         if os.getpid() != self.owner:
             return
         self._close()
-        if self.child.poll() is None:
+        if self.process.poll() is None:
             with contextlib.suppress(OSError):  # it ended meanwhile
-                os.killpg(self.child.pid, signal.SIGKILL)
+                os.killpg(self.process.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.child.wait(REAP_SECONDS)
+                self.process.wait(REAP_SECONDS)
 
-    def disown(self) -> None:
-        """In a forked copy of the parent: let go of the pipes, leave the child."""
-        self._close()
+    def at_exit(self) -> None:
+        """This process exits: the child may go on for :attr:`linger`
+        seconds (an answer to store), then ends."""
+        if os.getpid() == self.owner:
+            self.settle(self.linger)
+
+    def let_go(self) -> None:
+        """In a copy made by ``os.fork``: let go of the pipes. Like a copy
+        made by C code's ``fork``, which runs no at-fork handler, it never
+        waits on, nor ends, the child: only the owner does."""
+        if os.getpid() != self.owner:
+            self._close()
 
     def _close(self) -> None:
-        for pipe in (self.child.stdin, self.child.stdout):
+        for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
 
 
-class Check:
-    """The background check of a cached answer: a child that evaluates again,
-    ignoring the entry (``child --check``), at the lowest CPU priority from its
-    start, in its own process group, watching this process as an evaluating
-    child does (it ends when this process does, whatever ends it; at exit this
-    process ends it). One per node: the child gives way when another process
-    of the node checks. It corrects the entry and says so, itself, in one line
-    on this process's stderr (a copy of the descriptor it is given) when its
-    answer differs; nothing at all when the log level is quiet. This process
-    never waits for it."""
-
-    def __init__(
-        self,
-        launch: Launch,
-        environ: Mapping[str, str],
-        cache: Cache,
-        cache_key: str,
-        cached: Evaluated,
-    ) -> None:
-        self.owner = os.getpid()
-        level, _ = log_level(environ)
-        say = -1 if level == QUIET else _copy_of_stderr()
-        options = ["--parent", str(self.owner), "--cache", cache.path,
-                   "--key", cache_key, "--check", encode_inputs(cached[0])]  # fmt: skip
-        if say >= 0:
-            options += ["--say", str(say)]
-        command = child_command(interpreter_of(launch, environ), *options)
-        try:
-            self.child = subprocess.Popen(
-                [*command, "--", *launch.args],
-                env={**environ, SWITCH: "0"},  # no hook in the child
-                stdin=subprocess.PIPE,  # the pipe it watches for our end
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=(say,) if say >= 0 else (),
-            )
-        finally:
-            if say >= 0:
-                os.close(say)
-
-    @classmethod
-    def start(
-        cls,
-        launch: Launch,
-        environ: Mapping[str, str],
-        cache: Cache,
-        cache_key: str,
-        cached: Evaluated,
-        apply: Apply,
-    ) -> Check | None:
-        """Start the check, never failing the start-up: one that cannot start
-        is one line in verbose mode, and the entry stays as it is."""
-        try:
-            check = cls(launch, environ, cache, cache_key, cached)
-        except Exception as exc:
-            apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
-                          "the cached value stays"))  # fmt: skip
-            return None
-        os.register_at_fork(after_in_child=check.forked)
-        atexit.register(check.at_exit)
-        return check
-
-    def forked(self) -> None:
-        """A copy made by ``os.fork`` lets go of the pipe: only the owner's end
-        keeps the check alive."""
-        if os.getpid() != self.owner and self.child.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.child.stdin.close()
-
-    def at_exit(self) -> None:
-        """Ends the check's whole group if it still runs; reaps it."""
-        if os.getpid() != self.owner:
-            return
-        if self.child.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.child.stdin.close()
-        if self.child.poll() is None:
-            with contextlib.suppress(OSError):  # it ended meanwhile
-                os.killpg(self.child.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.child.wait(REAP_SECONDS)
-
-
 def _copy_of_stderr() -> int:
-    """A descriptor for this process's stderr, for the check's line; -1 when
+    """A descriptor for this process's stderr, for the child's line; -1 when
     there is none."""
     try:
         return os.dup(2)
@@ -320,7 +216,7 @@ def _copy_of_stderr() -> int:
         return -1
 
 
-PR_SET_PDEATHSIG = 1
+# The child's side.
 
 
 def watch(parent: int) -> None:
@@ -348,14 +244,14 @@ def _reap(child: int) -> None:
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us
     os.dup2(quiet, 2)
-    signal.signal(signal.SIGTERM, lambda signum, frame: _end_group())
+    signal.signal(signal.SIGTERM, lambda signum, frame: end_group())
     _die_with(child, signal.SIGTERM)
     try:
         while os.read(0, 4096):
             pass
     except OSError:
         pass
-    _end_group()
+    end_group()
 
 
 def _die_with(parent: int, signum: int) -> None:
@@ -368,10 +264,11 @@ def _die_with(parent: int, signum: int) -> None:
         except Exception:  # no prctl: the pipe alone
             pass
     if os.getppid() != parent:  # it died before the request
-        _end_group()
+        end_group()
 
 
-def _end_group() -> None:
+def end_group() -> None:
+    """End this process's whole group (the child and all it started) now."""
     os.killpg(os.getpgid(0), signal.SIGKILL)
     os._exit(1)  # pragma: no cover - killpg killed us
 
@@ -387,10 +284,11 @@ def lowest_priority() -> None:
             os.sched_setscheduler(0, idle, os.sched_param(0))
 
 
-def _check_lock(path: str) -> bool:
-    """Whether this process may check: it holds the node's check lock (until it
-    ends), or locks cannot be had there (it checks alone). False when another
-    process holds it."""
+def node_lock(path: str, *, wait: bool) -> bool:
+    """Take the lock ``path`` (``flock``, held until this process ends),
+    waiting for it or not: True when this process holds it, or when locks
+    cannot be had there (it goes on alone); False when another holds it and
+    ``wait`` is false."""
     import fcntl
 
     try:
@@ -398,7 +296,7 @@ def _check_lock(path: str) -> bool:
     except OSError:
         return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return False

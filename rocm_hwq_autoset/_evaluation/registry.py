@@ -11,27 +11,17 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._argv import (
-    CONFIG_FLAG,
-    MODULE_FLAG,
-    MODULE_FORM,
-    cli_overrides,
-    module_args,
-    suggest_flag,
-)
+from .._argv import CONFIG_FLAG, MODULE_FLAG, cli_overrides, module_args, suggest_flag
 from .._config import CLI, ConfigError, Setting, from_object
-from .._model import Inputs, read_inputs
-
-#: How MoE is known in this form: PR #4032's own test.
-MOE_TEST = "model_spec.model.traverse(MoE.Config)"
-
+from .._environ import MODULE_FORM
+from .._model import Config, read_inputs
 
 #: A list torchtitan puts in a message (the available config functions, the
 #: supported modules) is shortened to its first few, with the count.
 LIST_SHOWN = 5
 
 
-def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
+def read_config(args: Sequence[str]) -> Config:
     """The model's inputs and every field for ``--module M --config FN
     [overrides]``, with the config built by torchtitan itself and read as PR
     #4032 reads it. Imports torchtitan (and torch): never call this in a
@@ -79,7 +69,7 @@ def evaluate_config(args: Sequence[str]) -> tuple[Inputs, dict[str, Setting]]:
         settings[key] = Setting(settings[key].value, CLI)
     moe = _has_moe(config)
     known = None if moe is None else (moe, "traverse")
-    return read_inputs(settings, known, form=MODULE_FORM), settings
+    return Config(read_inputs(settings, known, form=MODULE_FORM), settings)
 
 
 def _parse(manager: Any, args: Sequence[str]) -> Any:

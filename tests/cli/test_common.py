@@ -81,16 +81,16 @@ def test_a_module_launch_is_evaluated_once_and_decided_from_it(
     monkeypatch.setenv("PYTHONPATH", f"{root}:{ROOT}")
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.chdir(work)
-    from rocm_hwq_autoset._evaluation import parent
+    from rocm_hwq_autoset import _evaluation
 
     calls = []
-    evaluate = parent.evaluate
+    evaluate = _evaluation.evaluate
 
     def counted(*args: object, **kwargs: object) -> object:
         calls.append(args)
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(parent, "evaluate", counted)
+    monkeypatch.setattr(_evaluation, "evaluate", counted)
     reading = Reading(
         ["--module", "graph_trainer.llama3", "--config",
          "graph_trainer_llama3_debugmodel"],

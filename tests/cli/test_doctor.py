@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import _hook
+from rocm_hwq_autoset import _hook, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
@@ -170,12 +170,12 @@ def test_a_world_size_it_cannot_read_is_unhealthy(
         (None, "the hook did not run at start-up (no --job.config or --module)"),
         (Outcome(SKIP, "rocm-hwq-autoset's own command"),
          "at start-up the hook did nothing: rocm-hwq-autoset's own command"),
-        (Outcome(SET, "GPU_MAX_HW_QUEUES=4 (...)", queues=4),
+        (Outcome(SET, "GPU_MAX_HW_QUEUES=4 (...)", rec=recommend(None)),
          "at start-up the hook set GPU_MAX_HW_QUEUES=4 here"),
         (Outcome(WARNING, "x.toml: No such file", "GPU_MAX_HW_QUEUES left unset"),
          "at start-up the hook warned: x.toml: No such file; GPU_MAX_HW_QUEUES left"
          " unset"),
-        (Launch("module", ["--module", "m", "--config", "c"], True),
+        (Launch("--module", ["--module", "m", "--config", "c"], True),
          "at start-up the hook started a --module evaluation"),
     ],
 )  # fmt: skip

@@ -28,20 +28,19 @@ LLAMA = ["--module=graph_trainer.llama3", "--config=graph_trainer_llama3_debugmo
 def test_a_child_past_its_timeout_is_killed_and_reported(tmp_path: Path) -> None:
     """The parent side on its own: a config that takes 30 s to build, a 0.5 s
     timeout; the child's group is killed and the reason is one line."""
-    from rocm_hwq_autoset._config import ConfigError
-    from rocm_hwq_autoset._evaluation import process
+    from rocm_hwq_autoset._argv import Launch
+    from rocm_hwq_autoset._evaluation import parent
 
-    package = str(Path(process.__file__).parents[1])
+    package = str(Path(parent.__file__).parents[1])
     path = os.pathsep.join([str(write_standin(tmp_path / "standin")), package])
     environ = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
                "STANDIN_SLEEP": "30", "ROCM_HWQ_AUTOSET_TIMEOUT": "0.5"}  # fmt: skip
     start = time.perf_counter()
-    evaluation = process.Evaluation(LLAMA, environ, None)
-    result, _ = evaluation.result()
-    assert isinstance(result, ConfigError)
-    assert str(result) == "evaluating took over 0.5 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
+    evaluation = parent.Evaluation(Launch("--module", LLAMA, False), environ, None)
+    answer = evaluation.answer()
+    assert answer.failure == "evaluating took over 0.5 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
     assert time.perf_counter() - start < 5
-    assert evaluation.child.returncode == -9  # SIGKILL, to its whole group
+    assert evaluation.child.process.returncode == -9  # SIGKILL, to its whole group
 
 
 # End to end: real interpreters from a venv with the wheel installed.

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import child as child_module
+from rocm_hwq_autoset._evaluation.answer import Answer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,10 +32,28 @@ def child(world: dict[str, str], args: list[str], *, cache: bool = True,
 
 
 def answer(process: subprocess.Popen[str]) -> dict[str, Any]:
+    """The one line a child printed (an ``answer.Answer``, which reads back),
+    as its fields: ``inputs`` and ``settings`` for a config, ``error`` and
+    ``source`` for a refusal (a failure: ``source`` empty), and ``how``."""
     out, err = process.communicate(timeout=60)
     assert err == "" and out.count("\n") == 1, (out, err)
-    doc: dict[str, Any] = json.loads(out)
-    return doc
+    return flat(json.loads(out))
+
+
+def flat(doc: dict[str, Any]) -> dict[str, Any]:
+    """An answer's JSON document as :func:`answer` gives it."""
+    Answer.from_json(doc)
+    if "config" in doc:
+        return {**doc["config"], "how": doc["how"]}
+    if "refused" in doc:
+        return {"error": doc["refused"]["reason"], "source": doc["refused"]["source"],
+                "how": doc["how"]}  # fmt: skip
+    return {"error": doc["failed"], "source": "", "how": doc["how"]}
+
+
+def refusal(reason: str, source: str = "", how: str = "evaluated") -> Answer:
+    """An answer that is a refusal, as a peer publishes it."""
+    return Answer(refusal=ConfigError(reason, source), how=how)
 
 
 def evaluations(world: dict[str, str]) -> int:

@@ -6,61 +6,75 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 from rocm_hwq_autoset._argv import Launch
+from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._environ import MODULE_FORM
 from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation.answer import CACHE, Answer
+from rocm_hwq_autoset._evaluation.answer import EVALUATED as EVALUATED_HERE
+from rocm_hwq_autoset._evaluation.cache import key
+from rocm_hwq_autoset._evaluation.process import interpreter_of
+from rocm_hwq_autoset._model import Config
 from tests.fake_child import INPUTS, SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 ARGS = ["--module", "graph_trainer.deepseek_v3", "--config", "c"]
 
-EVALUATED = (INPUTS, SETTINGS)
+EVALUATED = Config(INPUTS, SETTINGS)
 
 
 def pending(in_process: bool = False) -> Launch:
-    return Launch("module", ARGS, in_process)
+    return Launch(MODULE_FORM, ARGS, in_process)
+
+
+def launch_key(launch: Launch, environ: Mapping[str, str]) -> str:
+    """The cache's key of a launch, as ``parent.lookup_or_spawn`` makes it."""
+    return key(launch.args, environ, interpreter_of(launch, environ))
+
+
+class FakeChild:
+    """A child without a process."""
+
+    def __init__(self) -> None:
+        self.linger = 0.0
+
+    def reap(self) -> None:
+        pass
 
 
 class FakeEvaluation:
-    """An evaluation without a process: its answer is given, as is how long it
-    takes and what it raises."""
+    """An evaluation without a process: what it gives (a config, or the error
+    of a refusal) is given, as is how long it takes and what it raises."""
 
-    def __init__(self, answer: Any = EVALUATED, *, delay: float = 0.0,
-                 raises: BaseException | None = None, cached: bool = False,
-                 meanwhile: Any = None) -> None:  # fmt: skip
-        self.answer = answer
+    def __init__(self, gives: Config | ConfigError = EVALUATED, *,
+                 delay: float = 0.0, raises: BaseException | None = None,
+                 cached: bool = False, meanwhile: Any = None) -> None:  # fmt: skip
+        self.gives = gives
         self.delay = delay
         self.raises = raises
         self.cached = cached
         self.meanwhile = meanwhile
         """Called while the launcher waits: what else happens in it then."""
         self.calls: list[str] = []
+        self.child = FakeChild()
 
-    def result(self) -> tuple[Any, bool]:
-        self.calls.append("result")
+    def answer(self) -> Answer:
+        self.calls.append("answer")
         if self.meanwhile is not None:
             self.meanwhile()
         time.sleep(self.delay)
         if self.raises is not None:
             raise self.raises
-        return self.answer, self.cached
-
-    def end(self) -> None:
-        self.calls.append("end")
-
-    def settle(self, limit: float | None = None) -> None:
-        self.calls.append(f"settle {limit}")
-
-    def reap(self) -> None:
-        pass
-
-    def disown(self) -> None:
-        self.calls.append("disown")
+        how = CACHE if self.cached else EVALUATED_HERE
+        if isinstance(self.gives, ConfigError):
+            return Answer(refusal=self.gives, how=how)
+        return Answer(config=self.gives, how=how)
 
 
 class Applied:

@@ -15,8 +15,14 @@ import pytest
 
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import cache as _cache
+from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
-from tests.fake_child import INPUTS, RESULT, SETTINGS
+from rocm_hwq_autoset._model import Config
+from tests.fake_child import ANSWER, INPUTS, SETTINGS
+
+CONFIG = Config(INPUTS, SETTINGS)
+RESULT = ANSWER["config"]  # an entry's result, as JSON
+REFUSED = Answer(refusal=ConfigError("no"))
 
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
 
@@ -133,8 +139,8 @@ def cache(tmp_path: Path) -> Cache:
 
 def test_an_entry_round_trips(cache: Cache) -> None:
     assert cache.lookup("k", {}) == (None, "no entry")
-    cache.store("k", RESULT, NO_DEPS)
-    assert cache.lookup("k", {}) == ((INPUTS, SETTINGS), "hit")
+    cache.store("k", CONFIG, NO_DEPS)
+    assert cache.lookup("k", {}) == (CONFIG, "hit")
     path = Path(cache.entry("k"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()  # compact: torchtitan's are hundreds of KB as it is
@@ -143,7 +149,7 @@ def test_an_entry_round_trips(cache: Cache) -> None:
 
 
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
-    cache.store("k", RESULT, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
+    cache.store("k", CONFIG, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
     assert cache.lookup("k", {"MY_DEGREE": "2"})[1] == "hit"
     assert cache.lookup("k", {"MY_DEGREE": "4"}) == (None, "stale: MY_DEGREE changed")
 
@@ -165,7 +171,7 @@ def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
 def test_an_entry_that_cannot_be_trusted_is_ignored(
     cache: Cache, damage: str, said: str
 ) -> None:
-    cache.store("k", RESULT, NO_DEPS)
+    cache.store("k", CONFIG, NO_DEPS)
     path = Path(cache.entry("k"))
     doc = json.loads(path.read_text())
     if damage == "writable by others":
@@ -198,18 +204,18 @@ def test_an_entry_on_a_read_only_mount_is_still_used(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Marking it recently used fails there: no matter."""
-    cache.store("k", RESULT, NO_DEPS)
+    cache.store("k", CONFIG, NO_DEPS)
 
     def read_only(path: str) -> None:
         raise OSError(30, "Read-only file system")
 
     monkeypatch.setattr(_cache.os, "utime", read_only)
-    assert cache.lookup("k", {}) == ((INPUTS, SETTINGS), "hit")
+    assert cache.lookup("k", {}) == (CONFIG, "hit")
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
 def test_an_entry_of_another_user_is_ignored(cache: Cache) -> None:
-    cache.store("k", RESULT, NO_DEPS)
+    cache.store("k", CONFIG, NO_DEPS)
     os.chown(cache.entry("k"), 65534, 65534)
     assert cache.lookup("k", {}) == (None, "entry ignored: owned by another user")
 
@@ -225,10 +231,10 @@ def test_entries_are_bounded_least_recently_used_first(
     monkeypatch.setattr(_cache, "MAX_ENTRIES", 3)
     now = time.time()
     for i in range(3):
-        cache.store(K[i], RESULT, NO_DEPS)
+        cache.store(K[i], CONFIG, NO_DEPS)
         os.utime(cache.entry(K[i]), (now - 100 + i, now - 100 + i))
     cache.lookup(K[0], {})  # used: now the most recent
-    cache.store(K[3], RESULT, NO_DEPS)
+    cache.store(K[3], CONFIG, NO_DEPS)
     assert sorted(os.listdir(cache.path)) == sorted(
         [
             "CACHEDIR.TAG",
@@ -240,7 +246,7 @@ def test_entries_are_bounded_least_recently_used_first(
 
 def test_only_entries_count_as_entries(cache: Cache, tmp_path: Path) -> None:
     """Not a link named like an entry (never followed), nor other files."""
-    cache.store(K[0], RESULT, NO_DEPS)
+    cache.store(K[0], CONFIG, NO_DEPS)
     (tmp_path / "elsewhere.json").write_text("{}")
     Path(cache.path, f"{K[1]}.json").symlink_to(tmp_path / "elsewhere.json")
     Path(cache.path, "notes.txt").write_text("")
@@ -263,7 +269,7 @@ def test_left_overs_are_pruned(cache: Cache) -> None:
         Path(cache.path, name).write_text("")
     for name in names:
         _age(Path(cache.path, name), _cache.STALE_SECONDS + 10)
-    cache.store(K[0], RESULT, NO_DEPS)
+    cache.store(K[0], CONFIG, NO_DEPS)
     assert sorted(os.listdir(cache.path)) == sorted(
         [
             "CACHEDIR.TAG",
@@ -366,8 +372,8 @@ def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
     assert cache is not None and problem == ""
     for k in K[:3]:  # used: over the bound of 1
-        cache.store(k, RESULT, NO_DEPS)
-        assert cache.lookup(k, {}) == ((INPUTS, SETTINGS), "hit")
+        cache.store(k, CONFIG, NO_DEPS)
+        assert cache.lookup(k, {}) == (CONFIG, "hit")
     cache.prune()
     after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     assert {n: d for n, d in after.items() if n in before} == before  # byte for byte
@@ -401,7 +407,7 @@ def test_a_link_planted_where_an_entry_is_written_is_never_followed(
     temp = f"{cache.entry('k')}.{_cache.host()}.{os.getpid()}.tmp"
     os.symlink(victim, temp)
     with pytest.raises(OSError, match="File exists"):
-        cache.store("k", RESULT, NO_DEPS)
+        cache.store("k", CONFIG, NO_DEPS)
     assert victim.read_text() == "mine"
 
 
@@ -410,7 +416,7 @@ def test_an_entry_that_cannot_take_its_place_leaves_nothing_behind(
 ) -> None:
     os.mkdir(cache.entry("k"))  # in the way: the rename fails
     with pytest.raises(IsADirectoryError):
-        cache.store("k", RESULT, NO_DEPS)
+        cache.store("k", CONFIG, NO_DEPS)
     assert os.listdir(cache.path) == ["k.json"]
 
 
@@ -420,20 +426,20 @@ def test_a_cache_that_cannot_be_written_raises_os_error(cache: Cache) -> None:
         if os.getuid() == 0:  # root writes anyway: a missing folder then
             cache = Cache(os.path.join(cache.path, "gone"))
         with pytest.raises(OSError, match=r"No such file|Permission denied"):
-            cache.store("k", RESULT, NO_DEPS)
+            cache.store("k", CONFIG, NO_DEPS)
     finally:
         os.chmod(Path(cache.path).parent if os.getuid() == 0 else cache.path, 0o700)
 
 
 def test_a_published_answer_changes_identity_each_time(cache: Cache) -> None:
     assert cache.published("k") == (None, None)
-    cache.publish("k", {"error": "no"}, NO_DEPS)
+    cache.publish("k", REFUSED, NO_DEPS)
     assert os.listdir(cache.path) == [f"k.{_cache.host()}.result"]
     first, doc = cache.published("k")
     assert first is not None
-    assert doc == {"format": _cache.FORMAT, "key": "k", "answer": {"error": "no"},
+    assert doc == {"format": _cache.FORMAT, "key": "k", "answer": REFUSED.to_json(),
                    "deps": NO_DEPS}  # fmt: skip
-    cache.publish("k", {"error": "no"}, NO_DEPS)
+    cache.publish("k", REFUSED, NO_DEPS)
     second, _ = cache.published("k")
     assert second != first
 
@@ -442,11 +448,11 @@ def test_an_answer_over_the_bound_of_an_entry_is_not_taken(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_cache, "MAX_ENTRY_BYTES", 1 << 10)
-    cache.publish("k", {"error": "x" * (1 << 10)}, NO_DEPS)
+    cache.publish("k", Answer(refusal=ConfigError("x" * (1 << 10))), NO_DEPS)
     assert cache.published("k") == (None, None)
 
 
-PEER = {**RESULT, "how": "evaluated"}
+PEER = Answer(config=CONFIG)
 
 
 @pytest.mark.parametrize(
@@ -470,7 +476,7 @@ def test_a_peers_answer_is_checked_as_an_entry(
     even with another environment (issue #23): now only if it is for the same
     key and nothing its evaluation read differs here."""
     deps: Any = {**NO_DEPS, "env": {"MY_CP": "1"}}
-    answer: Any = dict(PEER)
+    answer = PEER
     environ = {"MY_CP": "1"}
     key = K[0]
     if change == "the variable it read":
@@ -481,18 +487,17 @@ def test_a_peers_answer_is_checked_as_an_entry(
         deps = None
     elif change == "deps of the wrong types":
         deps = {**NO_DEPS, "files": [[1, 2]]}
-    elif change == "not a result":
-        answer = {"inputs": "tp=x", "settings": {}}
     elif change == "an error":
-        answer = {"error": "no", "source": "", "how": "evaluated"}
+        answer = REFUSED
     cache.publish(key, answer, deps)
     _, doc = cache.published(key)
     if change == "another format":
         doc["format"] = 0
     elif change == "not a document":
         doc = ["a list"]
-    expected = json.loads(json.dumps(answer)) if taken else None
-    assert cache.peer_answer(doc, K[0], environ) == expected
+    elif change == "not a result":
+        doc["answer"] = {"config": {"inputs": "tp=x", "settings": {}}, "how": "x"}
+    assert cache.peer_answer(doc, K[0], environ) == (answer if taken else None)
 
 
 def nested(depth: int) -> str:
@@ -648,7 +653,7 @@ def test_only_a_directory_the_cache_made_or_found_empty_is_pruned(
         theirs[name] = (user / name).read_bytes()
     cache, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(user)})
     assert cache is not None and not cache.tagged()
-    cache.store("f" * 32, {"inputs": "x"}, {})
+    cache.store("f" * 32, CONFIG, {})
     assert {n: (user / n).read_bytes() for n in theirs} == theirs
     assert not (user / "CACHEDIR.TAG").exists()
     made, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "new")})

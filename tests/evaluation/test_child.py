@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.cache import Cache, host
 
-from .children import Forked, answer, child, evaluations
+from .children import Forked, answer, child, evaluations, flat, refusal
 
 RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
 
@@ -151,7 +150,7 @@ def test_a_hung_evaluation_ends_a_second_after_the_timeout(
     waits; a timeout it cannot read (the hook refuses one) is the default."""
     forked = Forked(tmp_path, ["--", *NO_CONFIG], ROCM_HWQ_AUTOSET_TIMEOUT=timeout)
     status, out = forked.finish()
-    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     assert forked.alarm.read_text() == str(alarm)
 
 
@@ -159,10 +158,9 @@ def test_an_internal_error_is_the_answer(monkeypatch: pytest.MonkeyPatch) -> Non
     def broken(args: object) -> None:
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr(child_module, "evaluate_config", broken)
-    assert child_module._evaluate(RECIPE, None) == {
-        "error": "internal error (RuntimeError: a bug of ours)",
-        "source": "",
+    monkeypatch.setattr(child_module, "read_config", broken)
+    assert child_module._evaluated(RECIPE, None).to_json() == {
+        "failed": "internal error (RuntimeError: a bug of ours)",
         "how": "evaluated",
     }
 
@@ -184,13 +182,12 @@ def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
         fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
         _wait_blocked(forked)
-        cache.publish("k" * 32, {"error": "the peer's", "source": "", "how": "x"},
-                      NO_DEPS)  # fmt: skip
+        cache.publish("k" * 32, refusal("the peer's"), NO_DEPS)
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)  # the peer ends (the fork shares the fd)
         os.close(lock)
     status, out = forked.finish()
-    assert (status, json.loads(out)) == (
+    assert (status, flat(json.loads(out))) == (
         0, {"error": "the peer's", "source": "", "how": "peer"}
     )  # fmt: skip
 
@@ -201,7 +198,7 @@ def test_an_answer_published_before_the_rank_started_is_not_taken(
     """A peer that ended without answering (killed) leaves the last launch's
     answer there: this rank evaluates."""
     cache, options = node
-    cache.publish("k" * 32, {"error": "an earlier launch's", "source": ""}, NO_DEPS)
+    cache.publish("k" * 32, refusal("an earlier launch's"), NO_DEPS)
     lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -213,8 +210,8 @@ def test_an_answer_published_before_the_rank_started_is_not_taken(
         fcntl.flock(lock, fcntl.LOCK_UN)
         os.close(lock)
     status, out = forked.finish()
-    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
-    assert cache.published("k" * 32)[1]["answer"] == NO_CONFIG_ANSWER  # the next
+    assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
+    assert flat(cache.published("k" * 32)[1]["answer"]) == NO_CONFIG_ANSWER  # the next
 
 
 def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
@@ -225,7 +222,7 @@ def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
     cache, options = node
     os.mkdir(cache.result_file("k" * 32))  # not a file: publishing fails
     status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
-    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     lock = Path(cache.path, f"{'k' * 32}.{host()}.lock")  # this node's, in the cache
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
 
@@ -252,7 +249,7 @@ def test_a_peers_answer_is_taken_only_if_nothing_it_read_differs_here(
     unchecked, even with another environment (issue #23)."""
     cache, options = node
     deps = None if published is None else {**NO_DEPS, "env": published}
-    peer = {"error": "the peer's", "source": "", "how": "evaluated"}
+    peer = refusal("the peer's")
     lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -264,7 +261,8 @@ def test_a_peers_answer_is_taken_only_if_nothing_it_read_differs_here(
         os.close(lock)
     status, out = forked.finish()
     assert status == 0
-    assert json.loads(out) == ({**peer, "how": "peer"} if taken else NO_CONFIG_ANSWER)
+    taken_answer = {"error": "the peer's", "source": "", "how": "peer"}
+    assert flat(json.loads(out)) == (taken_answer if taken else NO_CONFIG_ANSWER)
 
 
 def test_a_peers_answer_for_another_key_is_not_taken(
@@ -276,12 +274,13 @@ def test_a_peers_answer_for_another_key_is_not_taken(
         fcntl.flock(lock, fcntl.LOCK_EX)
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
         _wait_blocked(forked)
-        cache.publish("j" * 32, {"error": "another's", "source": ""}, NO_DEPS)
+        cache.publish("j" * 32, refusal("another's"), NO_DEPS)
         os.rename(cache.result_file("j" * 32), cache.result_file("k" * 32))
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         os.close(lock)
-    assert forked.finish() == (0, json.dumps(NO_CONFIG_ANSWER) + "\n")
+    status, out = forked.finish()
+    assert (status, out.count("\n"), flat(json.loads(out))) == (0, 1, NO_CONFIG_ANSWER)
 
 
 def test_the_child_answers_first_then_stores_at_the_lowest_priority(
@@ -302,9 +301,9 @@ def test_the_child_answers_first_then_stores_at_the_lowest_priority(
     monkeypatch.setattr(Cache, "publish", noting)
     before = os.nice(0)
     status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
-    assert (status, json.loads(out)) == (0, NO_CONFIG_ANSWER)
+    assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     niceness, idle, answered = json.loads(seen.read_text())
-    assert niceness == 19 and idle and json.loads(answered) == NO_CONFIG_ANSWER
+    assert niceness == 19 and idle and flat(json.loads(answered)) == NO_CONFIG_ANSWER
     assert os.nice(0) == before  # the fork's, not ours
 
 
@@ -337,7 +336,7 @@ def test_the_child_imports_from_where_the_training_does(
     whatever the training's interpreter puts there: a recipe shadowed in the
     working directory gave the training one config and the hook another."""
     from rocm_hwq_autoset._argv import Launch
-    from rocm_hwq_autoset._evaluation import parent
+    from rocm_hwq_autoset._evaluation import parent, process
 
     if interpreter is not None and sys.version_info < (3, 11):
         pytest.skip("-P is Python 3.11's")
@@ -347,16 +346,16 @@ def test_the_child_imports_from_where_the_training_does(
         (folder / "rec" / "config_registry.py").write_text(SHADOW.format(cp=degree))
     titan = tmp_path / "standin" / "torchtitan"
     kind, name = program
-    launch = Launch("module", ["--module", "rec", "--config", "c"], True,
+    launch = Launch("--module", ["--module", "rec", "--config", "c"], True,
                     (kind, name.format(titan=titan)))  # fmt: skip
     environ = dict(world, PYTHONPATH=os.pathsep.join(
         [world["PYTHONPATH"], str(tmp_path / "other")]))  # fmt: skip
     monkeypatch.chdir(world["WORK"])
-    runs = interpreter or parent.interpreter_of(launch, environ)
-    evaluation = parent.Evaluation(launch.args, environ, None, "", runs)
+    runs = interpreter or process.interpreter_of(launch, environ)
+    evaluation = parent.Evaluation(launch, environ, None, "", runs)
     try:
-        result, _ = evaluation.result()
+        answer = evaluation.answer()
     finally:
         evaluation.settle()
-    assert not isinstance(result, ConfigError), result
-    assert result[0].cp == cp
+    assert answer.config is not None, answer
+    assert answer.config.inputs.cp == cp

@@ -16,12 +16,13 @@ import pytest
 
 from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation import child as _child
+from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.deps import (
     NOT_CONFIG,
     RACY_NS,
     ChangedDuring,
     Recorder,
-    check,
+    changed,
     counts,
 )
 
@@ -140,14 +141,14 @@ def test_what_is_recorded(workdir: Path, modules: str) -> None:
 
 
 def fresh(deps: dict[str, Any], environ: dict[str, str]) -> str | None:
-    return check(deps, environ)
+    return changed(deps, environ)
 
 
 ENV = {"MY_DEGREE": "2", "SLURM_NNODES": "4", "RANK": "3", "SLURM_JOB_ID": "77"}
 
 
 def test_nothing_changed(workdir: Path) -> None:
-    assert check(record(workdir), ENV) is None
+    assert changed(record(workdir), ENV) is None
 
 
 @pytest.mark.parametrize(
@@ -185,7 +186,7 @@ def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
         (workdir / "frozen").write_text("")
     elif change == "unrelated variable":
         environ["UNRELATED"] = "y"
-    assert check(deps, environ) is None
+    assert changed(deps, environ) is None
 
 
 def _later(path: Path) -> None:
@@ -233,7 +234,7 @@ def test_what_invalidates(workdir: Path, change: str, said: str) -> None:
         (workdir / "extra.pth").write_text("")
     else:
         (workdir / "checkpoints" / "step-2").write_text("")
-    found = check(deps, environ)
+    found = changed(deps, environ)
     assert found is not None and said in found
 
 
@@ -241,7 +242,7 @@ def test_a_corrupt_record_raises_for_the_cache_to_ignore() -> None:
     for bad in ({}, {"env": [], "files": [], "dirs": [], "lists": []},
                 {"env": {}, "files": [["a"]], "dirs": [], "lists": []}):  # fmt: skip
         with pytest.raises((KeyError, TypeError, ValueError, AttributeError)):
-            check(bad, {})
+            changed(bad, {})
 
 
 @pytest.mark.parametrize(
@@ -313,7 +314,7 @@ def test_a_read_by_name_counts_after_a_walk(workdir: Path, read: str) -> None:
     ``os.environb`` was not recorded at all."""
     deps = run(workdir, WALKS + read, MY_CP="1", OTHER="x")
     assert deps["env"] == {"MY_CP": "1"}
-    assert check(deps, {"MY_CP": "2", "OTHER": "x"}) == "MY_CP changed"
+    assert changed(deps, {"MY_CP": "2", "OTHER": "x"}) == "MY_CP changed"
 
 
 @pytest.mark.parametrize(
@@ -378,16 +379,17 @@ def test_an_entry_is_not_stored_when_its_record_changed_during(
     folder.mkdir(mode=0o700)
     cache = _cache.Cache(str(folder))
 
-    def changed(exclude: str) -> dict[str, Any]:
+    def changed_during(exclude: str) -> dict[str, Any]:
         raise ChangedDuring("size.txt changed during the evaluation")
 
     recorder = Recorder()
-    monkeypatch.setattr(recorder, "deps", changed)
-    doc = {"inputs": "x", "settings": {}, "how": "evaluated"}
-    _child._share(cache, "k", doc, recorder)
+    monkeypatch.setattr(recorder, "deps", changed_during)
+    from tests.fake_child import ANSWER
+
+    _child._share(cache, "k", Answer.from_json(ANSWER), recorder)
     assert not Path(cache.entry("k")).exists()
     published = cache.published("k")[1]
-    assert published["answer"] == doc and published["deps"] is None
+    assert published["answer"] == ANSWER and published["deps"] is None
     # No record of what it read: a waiting rank cannot check it, so evaluates.
     assert cache.peer_answer(published, "k", {}) is None
 
@@ -407,7 +409,7 @@ def test_a_folder_it_listed_counts_whole_even_on_the_import_path(
     assert str(workdir) in [path for path, _, _, _ in deps["dirs"]]  # searched
     assert str(workdir) in [path for path, _, _ in deps["lists"]]
     (workdir / "run-2.txt").write_text("")
-    assert check(deps, {}) == f"{workdir} gained or lost an entry"
+    assert changed(deps, {}) == f"{workdir} gained or lost an entry"
 
 
 def test_the_import_machinery_listing_a_folder_counts_its_modules(
@@ -418,19 +420,19 @@ def test_the_import_machinery_listing_a_folder_counts_its_modules(
     deps = run(workdir, "import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))")
     assert str(workdir / "my_recipes") not in [p for p, _, _ in deps["lists"]]
     (workdir / "my_recipes" / "notes.txt").write_text("")
-    assert check(deps, {}) is None
+    assert changed(deps, {}) is None
     (workdir / "my_recipes" / "extra.py").write_text("")
-    assert "a module appeared or went in" in (check(deps, {}) or "")
+    assert "a module appeared or went in" in (changed(deps, {}) or "")
 
 
 def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
     """Was: a ``PYTHONPATH`` folder that did not exist was not recorded."""
     later = workdir.parent / "later"
     deps = run(workdir, "import my_helper", PYTHONPATH=f"{ROOT}{os.pathsep}{later}")
-    assert check(deps, {}) is None
+    assert changed(deps, {}) is None
     later.mkdir()
     (later / "my_helper.py").write_text("DEGREE = 8\n")  # shadows the old one
-    assert check(deps, {}) == f"a module appeared or went in {later}"
+    assert changed(deps, {}) == f"a module appeared or went in {later}"
 
 
 def test_a_user_site_that_was_missing_counts(workdir: Path) -> None:
@@ -438,9 +440,9 @@ def test_a_user_site_that_was_missing_counts(workdir: Path) -> None:
     in a venv, which has no user site: the Python it was made from.)"""
     base = getattr(sys, "_base_executable", sys.executable)
     deps = run(workdir, "import my_helper", python=base)
-    assert check(deps, {}) is None
+    assert changed(deps, {}) is None
     user_site(workdir).mkdir(parents=True)
-    assert check(deps, {}) == f"{user_site(workdir)} changed"
+    assert changed(deps, {}) == f"{user_site(workdir)} changed"
 
 
 @pytest.mark.parametrize("name", ["sitecustomize.py", "usercustomize.py"])
@@ -448,7 +450,7 @@ def test_a_site_customization_appearing_counts(workdir: Path, name: str) -> None
     """Was: ``site``'s own look-ups ran before the recording, unseen."""
     deps = run(workdir, "import my_helper")
     (workdir / name).write_text("")  # the working directory is on the path
-    assert check(deps, {}) == f"a module appeared or went in {workdir}"
+    assert changed(deps, {}) == f"a module appeared or went in {workdir}"
 
 
 @pytest.mark.parametrize("how", ["cp -p", "mv of a variant"])
@@ -469,7 +471,7 @@ def test_a_replaced_file_of_the_same_size_and_time_counts(
         os.replace(variant, data)
     after = data.stat()
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-    assert check(deps, {}) == f"{data} changed"
+    assert changed(deps, {}) == f"{data} changed"
 
 
 def test_a_file_under_dev_shm_counts(workdir: Path) -> None:
@@ -484,7 +486,7 @@ def test_a_file_under_dev_shm_counts(workdir: Path) -> None:
         assert str(data) in [path for path, *_ in deps["files"]]
     finally:
         data.unlink()
-    assert check(deps, {}) == f"{data} changed"
+    assert changed(deps, {}) == f"{data} changed"
 
 
 @pytest.mark.parametrize(
@@ -562,7 +564,7 @@ def test_tmpdir_read_by_tempfile_does_not_miss(workdir: Path) -> None:
     first.mkdir()
     deps = run(workdir, "import tempfile\ntempfile.gettempdir()", TMPDIR=str(first))
     assert "TMPDIR" not in deps["env"]
-    assert check(deps, {"TMPDIR": str(workdir.parent / "job-2")}) is None
+    assert changed(deps, {"TMPDIR": str(workdir.parent / "job-2")}) is None
 
 
 @pytest.mark.parametrize(
@@ -574,7 +576,7 @@ def test_a_log_named_after_a_module_changes_nothing(workdir: Path, name: str) ->
     counted (``torchtitan.<jobid>.log`` beside the recipe)."""
     deps = record(workdir)
     (workdir / name).write_text("")
-    assert check(deps, ENV) is None
+    assert changed(deps, ENV) is None
 
 
 def test_a_recording_that_fails_fails_no_read_and_stores_nothing(

@@ -14,7 +14,7 @@ from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
 from rocm_hwq_autoset._evaluation.cache import Cache
 
-from .helpers import ARGS, EVALUATED, pending, started
+from .helpers import ARGS, EVALUATED, launch_key, pending, started
 
 
 @pytest.fixture
@@ -23,18 +23,16 @@ def evaluating(fake_child: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> None:
-    from rocm_hwq_autoset._evaluation.answer import encode_result
-
     result, how = parent.evaluate(pending(), evaluating)
     assert (result, how) == (EVALUATED, "evaluated (cache: no entry)")
     [child] = started(evaluating)
-    cache_key = process.launch_key(pending(), evaluating)
+    cache_key = launch_key(pending(), evaluating)
     cache_dir = evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"]
     assert child["argv"][2:8] == ["--cache", cache_dir, "--key", cache_key,
                                   "--path0", os.getcwd()]  # fmt: skip
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
     no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
-    cache.store(cache_key, encode_result(*EVALUATED), no_deps)
+    cache.store(cache_key, EVALUATED, no_deps)
     result, how = parent.evaluate(pending(), evaluating)
     assert (result, how) == (EVALUATED, f"from the cache ({cache.entry(cache_key)})")
     assert len(started(evaluating)) == 1  # no second child
@@ -73,15 +71,13 @@ def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
 ) -> None:
     """``explain`` and ``doctor`` evaluate for an environment of their own: an
     entry that read MY_DEGREE is used when that environment's value matches."""
-    from rocm_hwq_autoset._evaluation.answer import encode_result
-
     assert "MY_DEGREE" not in os.environ
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
     os.makedirs(cache.path, mode=0o700)
     environ = dict(evaluating, MY_DEGREE="2")
-    cache_key = process.launch_key(pending(), environ)
+    cache_key = launch_key(pending(), environ)
     deps = {"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}}
-    cache.store(cache_key, encode_result(*EVALUATED), deps)
+    cache.store(cache_key, EVALUATED, deps)
     assert parent.evaluate(pending(), environ) == (
         EVALUATED, f"from the cache ({cache.entry(cache_key)})"
     )  # fmt: skip
@@ -94,9 +90,9 @@ def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
 def test_evaluate_says_when_another_process_evaluated(
     evaluating: dict[str, str],
 ) -> None:
-    from tests.fake_child import RESULT
+    from tests.fake_child import ANSWER
 
-    environ = dict(evaluating, FAKE_CHILD_OUT=json.dumps({**RESULT, "how": "peer"}))
+    environ = dict(evaluating, FAKE_CHILD_OUT=json.dumps({**ANSWER, "how": "peer"}))
     assert parent.evaluate(pending(), environ) == (
         EVALUATED,
         "from the cache (another process evaluated it)",

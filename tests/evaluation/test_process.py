@@ -17,10 +17,11 @@ import pytest
 
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._environ import MODULE_FORM
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
 from rocm_hwq_autoset._evaluation.cache import Cache
-from rocm_hwq_autoset._model import encode_inputs
+from rocm_hwq_autoset._model import Config, encode_inputs
 from tests.fake_child import INPUTS
 
 from .helpers import (
@@ -32,18 +33,27 @@ from .helpers import (
     _alive,
     _gone_within,
     _state,
+    launch_key,
     pending,
     popen_args,
     started,
 )
 
 
+def result_of(evaluation: parent.Evaluation) -> tuple[Config | ConfigError, bool]:
+    """An evaluation's answer as the launcher takes it: the config or the error,
+    and whether it was found without evaluating."""
+    answer = evaluation.answer()
+    error = answer.error
+    return (answer.config if error is None else error), answer.how != "evaluated"
+
+
 def test_the_child_is_told_what_to_do(
     fake_child: dict[str, str], tmp_path: Path
 ) -> None:
     cache = Cache(str(tmp_path))
-    evaluation = process.Evaluation(ARGS, fake_child, cache, "k" * 32)
-    result, cached = evaluation.result()
+    evaluation = parent.Evaluation(pending(), fake_child, cache, "k" * 32)
+    result, cached = result_of(evaluation)
     assert result == EVALUATED and cached is False
     [child] = started(fake_child)
     assert child["argv"] == ["--parent", str(os.getpid()), "--cache", str(tmp_path),
@@ -51,18 +61,26 @@ def test_the_child_is_told_what_to_do(
     assert child["switch"] == "0"  # no hook in the child
     assert child["pgid"] == child["pid"]  # its own process group
     evaluation.settle()  # it answered; it ends on its own
-    assert evaluation.child.returncode == 0
+    assert evaluation.child.process.returncode == 0
 
 
 @pytest.mark.parametrize(
     ("out", "status", "reason", "cached"),
     [
-        ('{"error": "no", "source": "--config"}', "0", "--config: no", False),
-        ('{"error": "no"}', "0", "no", False),
+        ('{"refused": {"reason": "no", "source": "--config"}, "how": "evaluated"}',
+         "0", "--config: no", False),
+        ('{"refused": {"reason": "no", "source": ""}, "how": "evaluated"}', "0", "no",
+         False),
+        ('{"failed": "internal error (KeyError: 1)", "how": "evaluated"}', "0",
+         "internal error (KeyError: 1)", False),
+        ('{"error": "no", "how": "evaluated"}', "0",
+         "the evaluating child ended with status 0", False),
         ("not json", "3", "the evaluating child ended with status 3", False),
         ("", "0", "the evaluating child ended with status 0", False),
-        ('{"inputs": "tp=x"}', "0", "the evaluating child ended with status 0", False),
-        (json.dumps({"inputs": encode_inputs(INPUTS), "settings": None}), "0",
+        ('{"config": {"inputs": "tp=x"}, "how": "evaluated"}', "0",
+         "the evaluating child ended with status 0", False),
+        (json.dumps({"config": {"inputs": encode_inputs(INPUTS), "settings": None},
+                     "how": "evaluated"}), "0",
          "the evaluating child ended with status 0", False),
     ],
 )  # fmt: skip
@@ -70,7 +88,7 @@ def test_every_answer_of_the_child_is_an_evaluation_or_one_reason(
     fake_child: dict[str, str], out: str, status: str, reason: str, cached: bool
 ) -> None:
     environ = dict(fake_child, FAKE_CHILD_OUT=out, FAKE_CHILD_EXIT=status)
-    result, was_cached = process.Evaluation(ARGS, environ).result()
+    result, was_cached = result_of(parent.Evaluation(pending(), environ))
     assert isinstance(result, ConfigError) and str(result) == reason
     assert was_cached is cached
 
@@ -79,10 +97,10 @@ def test_every_answer_of_the_child_is_an_evaluation_or_one_reason(
 def test_an_answer_found_without_evaluating_says_so(
     fake_child: dict[str, str], how: str
 ) -> None:
-    from tests.fake_child import RESULT
+    from tests.fake_child import ANSWER
 
-    environ = dict(fake_child, FAKE_CHILD_OUT=json.dumps({**RESULT, "how": how}))
-    result, cached = process.Evaluation(ARGS, environ).result()
+    environ = dict(fake_child, FAKE_CHILD_OUT=json.dumps({**ANSWER, "how": how}))
+    result, cached = result_of(parent.Evaluation(pending(), environ))
     assert result == EVALUATED and cached is True
 
 
@@ -104,15 +122,15 @@ def test_the_deadline_is_set_once_when_the_child_starts(
     clock = Clock()
     monkeypatch.setattr(process.time, "monotonic", clock)
     environ = dict(fake_child, FAKE_CHILD_SLEEP="5", ROCM_HWQ_AUTOSET_TIMEOUT="60")
-    evaluation = process.Evaluation(ARGS, environ)
+    evaluation = parent.Evaluation(pending(), environ)
     assert 1060.0 <= evaluation.deadline < 1061.0
     clock.ahead += 59.8  # the launcher's own work took most of the timeout
     start = time.perf_counter()
-    result, _ = evaluation.result()
+    result, _ = result_of(evaluation)
     assert time.perf_counter() - start < 3
     assert isinstance(result, ConfigError)
     assert "evaluating took over 60 s (ROCM_HWQ_AUTOSET_TIMEOUT)" in str(result)
-    assert evaluation.child.returncode == -signal.SIGKILL
+    assert evaluation.child.process.returncode == -signal.SIGKILL
 
 
 def test_at_the_deadline_the_launcher_waits_no_more(
@@ -122,13 +140,13 @@ def test_at_the_deadline_the_launcher_waits_no_more(
     it, the wait goes on until the answer comes."""
     now = [1000.0]
     monkeypatch.setattr(process.time, "monotonic", lambda: now[0])
-    evaluation = process.Evaluation(ARGS, fake_child)
+    evaluation = parent.Evaluation(pending(), fake_child)
     now[0] = evaluation.deadline
-    result, _ = evaluation.result()
+    result, _ = result_of(evaluation)
     assert str(result) == "evaluating took over 120 s (ROCM_HWQ_AUTOSET_TIMEOUT)"
-    evaluation = process.Evaluation(ARGS, fake_child)
+    evaluation = parent.Evaluation(pending(), fake_child)
     now[0] = evaluation.deadline - 0.5
-    assert evaluation.result() == (EVALUATED, False)
+    assert result_of(evaluation) == (EVALUATED, False)
     monkeypatch.undo()
     evaluation.settle()
 
@@ -142,15 +160,15 @@ def test_the_answer_is_taken_at_its_end_of_line_and_the_child_ends_by_the_deadli
     clock = Clock()
     monkeypatch.setattr(process.time, "monotonic", clock)
     environ = dict(fake_child, FAKE_CHILD_LINGER="30", ROCM_HWQ_AUTOSET_TIMEOUT="60")
-    evaluation = process.Evaluation(ARGS, environ)
+    evaluation = parent.Evaluation(pending(), environ)
     start = time.perf_counter()
-    assert evaluation.result() == (EVALUATED, False)
+    assert result_of(evaluation) == (EVALUATED, False)
     assert time.perf_counter() - start < 10
     clock.ahead += 65  # the launcher's own work outlasted the timeout
     start = time.perf_counter()
     evaluation.settle()
     assert time.perf_counter() - start < 0.7
-    assert evaluation.child.returncode == -signal.SIGKILL
+    assert evaluation.child.process.returncode == -signal.SIGKILL
 
 
 def test_a_child_that_answers_nonsense_and_goes_on_is_ended_at_once(
@@ -158,9 +176,9 @@ def test_a_child_that_answers_nonsense_and_goes_on_is_ended_at_once(
 ) -> None:
     monkeypatch.setattr(process, "REAP_SECONDS", 0.05)
     environ = dict(fake_child, FAKE_CHILD_OUT="not json", FAKE_CHILD_LINGER="30")
-    evaluation = process.Evaluation(ARGS, environ)
+    evaluation = parent.Evaluation(pending(), environ)
     start = time.monotonic()
-    result, _ = evaluation.result()
+    result, _ = result_of(evaluation)
     assert time.monotonic() - start < 10
     assert str(result) == "the evaluating child ended with signal 9"
 
@@ -168,7 +186,7 @@ def test_a_child_that_answers_nonsense_and_goes_on_is_ended_at_once(
 def test_a_child_ended_by_a_signal_says_which(fake_child: dict[str, str]) -> None:
     """Killed before it could answer (the OOM killer, say)."""
     environ = dict(fake_child, FAKE_CHILD_SIGNAL="15")
-    result, cached = process.Evaluation(ARGS, environ).result()
+    result, cached = result_of(parent.Evaluation(pending(), environ))
     assert (str(result), cached) == ("the evaluating child ended with signal 15", False)
 
 
@@ -176,11 +194,11 @@ def test_a_long_answer_is_read_whole_and_only_its_line(
     fake_child: dict[str, str],
 ) -> None:
     """An answer longer than a pipe holds comes in pieces."""
-    from tests.fake_child import RESULT
+    from tests.fake_child import ANSWER
 
-    long = json.dumps({**RESULT, "how": "evaluated", "padding": "x" * 100_000})
+    long = json.dumps({**ANSWER, "padding": "x" * 100_000})
     environ = dict(fake_child, FAKE_CHILD_OUT=long + "\nanything after it")
-    assert process.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+    assert result_of(parent.Evaluation(pending(), environ)) == (EVALUATED, False)
 
 
 def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
@@ -188,27 +206,27 @@ def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
 ) -> None:
     """A warning at the child's start, before it silences itself."""
     environ = dict(fake_child, FAKE_CHILD_STDERR="DeprecationWarning: x\n")
-    assert process.Evaluation(ARGS, environ).result() == (EVALUATED, False)
+    assert result_of(parent.Evaluation(pending(), environ)) == (EVALUATED, False)
     assert capfd.readouterr().err == ""
 
 
 def test_a_launcher_that_closed_the_pipe_is_told_so(fake_child: dict[str, str]) -> None:
     """A launcher that closes every descriptor (as a daemon does) meanwhile:
     one reason, no exception, no child left."""
-    evaluation = process.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
-    assert evaluation.child.stdout is not None
-    os.close(evaluation.child.stdout.fileno())
-    result, cached = evaluation.result()
+    evaluation = parent.Evaluation(pending(), dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    assert evaluation.child.process.stdout is not None
+    os.close(evaluation.child.process.stdout.fileno())
+    result, cached = result_of(evaluation)
     assert str(result) == "reading the evaluation: Bad file descriptor"
     assert cached is False
-    assert evaluation.child.returncode == -signal.SIGKILL
+    assert evaluation.child.process.returncode == -signal.SIGKILL
 
 
 def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
     fake_child: dict[str, str],
 ) -> None:
     """A launcher that goes on starting workers leaves no zombie behind."""
-    evaluation = process.Evaluation(ARGS, fake_child)
+    evaluation = parent.Evaluation(pending(), fake_child)
     w = parent.Waiter(pending(), evaluation, Applied())
     try:
         w.audit(POPEN, popen_args({}))  # the child answers, then ends
@@ -219,19 +237,19 @@ def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
         w.audit(POPEN, popen_args({}))  # the next worker's start
         assert _state(pid) == ""
     finally:
-        evaluation.end()
+        evaluation.child.end()
 
 
 def test_end_kills_the_whole_group_in_bounded_time(fake_child: dict[str, str]) -> None:
     environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
-    evaluation = process.Evaluation(ARGS, environ)
+    evaluation = parent.Evaluation(pending(), environ)
     deadline = time.monotonic() + 10
     while not Path(environ["FAKE_CHILD_LOG"]).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     [child] = started(environ)
-    pipes = [evaluation.child.stdin, evaluation.child.stdout]
+    pipes = [evaluation.child.process.stdin, evaluation.child.process.stdout]
     start = time.monotonic()
-    evaluation.end()
+    evaluation.child.end()
     assert time.monotonic() - start < process.REAP_SECONDS + 1
     assert all(pipe is not None and pipe.closed for pipe in pipes)  # no fd leaks
     assert _gone_within([child["pid"], child["grandchild"]], 2)
@@ -246,10 +264,10 @@ def test_a_child_that_ends_as_it_is_ended_is_no_error(
         killpg(pgid, signum)
         raise ProcessLookupError("it ended meanwhile")
 
-    evaluation = process.Evaluation(ARGS, dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    evaluation = parent.Evaluation(pending(), dict(fake_child, FAKE_CHILD_SLEEP="60"))
     monkeypatch.setattr(process.os, "killpg", racing)
-    evaluation.end()
-    assert evaluation.child.returncode == -signal.SIGKILL
+    evaluation.child.end()
+    assert evaluation.child.process.returncode == -signal.SIGKILL
 
 
 def test_a_child_that_will_not_die_holds_the_launcher_a_bounded_time(
@@ -257,17 +275,17 @@ def test_a_child_that_will_not_die_holds_the_launcher_a_bounded_time(
 ) -> None:
     """A child stuck in the GPU driver ignores even SIGKILL for a while."""
     environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_STUCK="1")
-    evaluation = process.Evaluation(ARGS, environ)
+    evaluation = parent.Evaluation(pending(), environ)
     monkeypatch.setattr(process.os, "killpg", lambda pgid, signum: None)
     monkeypatch.setattr(process, "REAP_SECONDS", 0.05)
     start = time.monotonic()
     try:
-        evaluation.end()
+        evaluation.child.end()
         assert time.monotonic() - start < 2
     finally:
         monkeypatch.undo()
         os.killpg(evaluation.child.pid, signal.SIGKILL)
-        evaluation.child.wait(10)
+        evaluation.child.process.wait(10)
 
 
 PARENT = """
@@ -276,7 +294,8 @@ sys.path.insert(0, {root!r})
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
 process.CHILD = "tests.fake_child"
-process.Evaluation({args!r}, dict(os.environ))
+from rocm_hwq_autoset._argv import Launch
+parent.Evaluation(Launch("--module", {args!r}, False), dict(os.environ))
 while not os.path.exists(os.environ["FAKE_CHILD_LOG"]):
     time.sleep(0.05)
 time.sleep(0.3)
@@ -332,9 +351,9 @@ def test_the_interpreter_the_training_runs_with(
     script = ("script", str(tmp_path / "link" / "train.py"))
     module = ("module", "torchtitan.train")
     monkeypatch.setattr(sys, "flags", Flags())
-    here = Launch("module", ARGS, True, script)
+    here = Launch(MODULE_FORM, ARGS, True, script)
     assert process.interpreter_of(here, {}) == ((), str(real))
-    assert process.interpreter_of(Launch("module", ARGS, True, module), {}) == (
+    assert process.interpreter_of(Launch(MODULE_FORM, ARGS, True, module), {}) == (
         (), os.getcwd())  # fmt: skip
     every = Flags(isolated=True, ignore_environment=True, no_user_site=True,
                   safe_path=True)  # fmt: skip
@@ -342,7 +361,7 @@ def test_the_interpreter_the_training_runs_with(
     assert process.interpreter_of(here, {}) == (("-I", "-E", "-s", "-P"), None)
     monkeypatch.setattr(sys, "flags", Flags(no_user_site=True))
     assert process.interpreter_of(here, {}) == (("-s",), str(real))
-    worker = Launch("module", ARGS, False, script)
+    worker = Launch(MODULE_FORM, ARGS, False, script)
     assert process.interpreter_of(worker, {}) == ((), str(real))  # not ours: -s
     safe = process.interpreter_of(worker, {"PYTHONSAFEPATH": "1"})
     assert safe == ((), None if sys.version_info >= (3, 11) else str(real))
@@ -354,8 +373,28 @@ def test_the_interpreter_the_training_runs_with(
         "--parent",
         "1",
         "--no-path0",
-        "1",
     ]
-    keys = {process.launch_key(launch, {}) for launch in (
-        here, Launch("module", ARGS, True, module), worker)}  # fmt: skip
+    keys = {launch_key(launch, {}) for launch in (
+        here, Launch(MODULE_FORM, ARGS, True, module), worker)}  # fmt: skip
     assert len(keys) == 3
+
+
+def test_a_copy_made_by_fork_lets_go_and_never_ends_the_child(
+    fake_child: dict[str, str],
+) -> None:
+    """A forked copy of the parent (a worker started by ``os.fork``) closes
+    its copies of the pipes and never ends, nor waits on, the child; the
+    parent's own still does."""
+    evaluation = parent.Evaluation(pending(), dict(fake_child, FAKE_CHILD_SLEEP="60"))
+    child = evaluation.child
+    copy = os.fork()
+    if copy == 0:  # pragma: no cover - the copy
+        let_go = bool(child.process.stdin.closed and child.process.stdout.closed)
+        child.at_exit()
+        child.end()
+        os._exit(0 if let_go else 1)
+    _, status = os.waitpid(copy, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert child.process.poll() is None  # the copy left it alone
+    child.end()
+    assert child.process.returncode == -signal.SIGKILL

@@ -1,4 +1,4 @@
-"""torchtitan's config registry read in process (``registry.evaluate_config``),
+"""torchtitan's config registry read in process (``registry.read_config``),
 on the stand-in torchtitan: the model's inputs, torchtitan's refusals named
 by their real source, its messages shortened and read out of tyro's box."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import registry
-from rocm_hwq_autoset._evaluation.registry import evaluate_config, shorten_lists
+from rocm_hwq_autoset._evaluation.registry import read_config, shorten_lists
 
 from .children import said
 
@@ -22,20 +22,19 @@ DS = ["--module", "graph_trainer.deepseek_v3", "--config",
       "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
 
 
-def test_evaluate_config_in_process(
+def test_read_config_in_process(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for folder in [*world["PYTHONPATH"].split(os.pathsep)[:1], world["WORK"]]:
         monkeypatch.syspath_prepend(folder)
     try:
-        inputs, settings = evaluate_config(
-            [*DS, "--parallelism.expert_parallel_degree", "2"]
-        )
+        config = read_config([*DS, "--parallelism.expert_parallel_degree", "2"])
+        inputs, settings = config.inputs, config.settings
         assert (inputs.moe, inputs.moe_from, inputs.ep) == (True, "traverse", 2)
         assert settings["parallelism.expert_parallel_degree"].source == "CLI"
         assert settings["compile.enable_passes"].source == "config"
         with pytest.raises(ConfigError, match="could not build the config"):
-            evaluate_config(["--module", "nope", "--config", "x"])
+            read_config(["--module", "nope", "--config", "x"])
         # A config with no model spec to traverse: the model table decides.
         old = Path(world["WORK"], "old_recipes")
         old.mkdir()
@@ -45,7 +44,7 @@ def test_evaluate_config_in_process(
             "def deepseek():\n"
             "    return NS(model=NS(name='deepseek_v3', flavor='16B'))\n"
         )
-        inputs, _ = evaluate_config(["--module", "old_recipes", "--config", "deepseek"])
+        inputs = read_config(["--module", "old_recipes", "--config", "deepseek"]).inputs
         assert (inputs.moe, inputs.moe_from) == (True, "table")
     finally:
         for name in [m for m in sys.modules
@@ -177,7 +176,7 @@ def test_a_refusal_names_its_real_source(
         monkeypatch.syspath_prepend(folder)
     try:
         with pytest.raises(ConfigError) as caught:
-            evaluate_config(args)
+            read_config(args)
         assert (caught.value.source, caught.value.reason) == (source, reason)
     finally:
         for name in [m for m in sys.modules

@@ -24,7 +24,16 @@ from rocm_hwq_autoset._model import encode_inputs
 from tests.fake_child import INPUTS
 from tests.helpers import child_env
 
-from .helpers import ARGS, EVALUATED, ROOT, Applied, _gone_within, pending, started
+from .helpers import (
+    ARGS,
+    EVALUATED,
+    ROOT,
+    Applied,
+    _gone_within,
+    launch_key,
+    pending,
+    started,
+)
 
 
 class Installed:
@@ -33,7 +42,7 @@ class Installed:
 
     made: ClassVar[list[Installed]] = []
 
-    def __init__(self, launch: Launch, evaluation: process.Evaluation,
+    def __init__(self, launch: Launch, evaluation: parent.Evaluation,
                  apply: Applied) -> None:  # fmt: skip
         self.launch, self.evaluation, self.apply = launch, evaluation, apply
         self.installed = False
@@ -73,14 +82,15 @@ def starting(
                 assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
                 return said, None, []
             [check] = checks
-            assert isinstance(check, process.Check)
-            check.child.wait(30)
+            assert isinstance(check, process.Child)
+            check.process.wait(30)
             child = started(fake_child)[-1]
             return said, check, child["argv"]
         [waiter] = Installed.made
         assert waiter.installed and waiter.launch is launch
         assert waiter.apply is applied
-        assert waiter.evaluation.result() == (EVALUATED, False)
+        answer = waiter.evaluation.answer()
+        assert (answer.config, answer.how) == (EVALUATED, "evaluated")
         child = started(fake_child)[-1]
         return said, waiter, child["argv"]
 
@@ -97,21 +107,19 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
     assert [(o.level, o.message) for o in said] == [
         ("skip", "cache: no entry; evaluating")
     ]
-    cache_key = process.launch_key(pending(), os.environ)
+    cache_key = launch_key(pending(), os.environ)
     assert argv == ["--parent", str(os.getpid()), "--cache", str(tmp_path / "cache"),
                     "--key", cache_key, "--path0", os.getcwd(),
                     "--", *ARGS]  # fmt: skip
 
 
 def store_entry(deps: dict[str, Any] | None = None) -> Cache:
-    from rocm_hwq_autoset._evaluation.answer import encode_result
     from rocm_hwq_autoset._evaluation.cache import open_cache
 
     cache, _ = open_cache(os.environ)
     assert cache is not None
     no_deps = {"files": [], "dirs": [], "lists": [], "env": {}}
-    cache.store(process.launch_key(pending(), os.environ), encode_result(*EVALUATED),
-                deps or no_deps)  # fmt: skip
+    cache.store(launch_key(pending(), os.environ), EVALUATED, deps or no_deps)
     return cache
 
 
@@ -123,8 +131,8 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
     [outcome] = said
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
     assert outcome.message.endswith(", from the cached --module/--config evaluation")
-    assert outcome.inputs == INPUTS and isinstance(check, process.Check)
-    cache_key = process.launch_key(pending(), os.environ)
+    assert outcome.inputs == INPUTS and isinstance(check, process.Child)
+    cache_key = launch_key(pending(), os.environ)
     assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
                         "--key", cache_key, "--check", encode_inputs(INPUTS),
                         "--say"]  # fmt: skip
@@ -202,11 +210,11 @@ def test_the_check_ends_with_its_launcher(
     ):
         time.sleep(0.02)
     [record] = started(dict(os.environ))
-    check.forked()  # in the owner: nothing
-    assert check.child.poll() is None
+    check.let_go()  # in the owner: nothing
+    assert check.process.poll() is None
     start = time.monotonic()
     at_exit()
-    assert check.child.returncode == -signal.SIGKILL
+    assert check.process.returncode == -signal.SIGKILL
     assert time.monotonic() - start < 3
     assert _gone_within([record["pid"], record["grandchild"]], 5)
 
@@ -215,12 +223,10 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
     """The real start in a process of its own, with the fake child as the
     check: what it writes on the descriptor it is given reaches the launcher's
     stderr, and nothing else of it does."""
-    from rocm_hwq_autoset._evaluation.answer import encode_result
     from rocm_hwq_autoset._evaluation.cache import key as cache_key
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    entry = encode_result(*EVALUATED)
     script = (
         "import os, sys, time\n"
         "from rocm_hwq_autoset import _hook\n"
@@ -228,10 +234,12 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
         "from rocm_hwq_autoset._evaluation import parent, process\n"
         "process.CHILD = 'tests.fake_child'\n"
         "from rocm_hwq_autoset._evaluation.cache import Cache, key\n"
+        "from tests.evaluation.helpers import EVALUATED\n"
         f"args = {ARGS!r}\n"
-        "launch = Launch('module', args, True)\n"
-        f"Cache({str(cache)!r}).store(process.launch_key(launch, os.environ),"
-        f" {entry!r}, {{'env': {{}}, 'files': [], 'dirs': [], 'lists': []}})\n"
+        "launch = Launch('--module', args, True)\n"
+        "runs = process.interpreter_of(launch, os.environ)\n"
+        f"Cache({str(cache)!r}).store(key(args, os.environ, runs), EVALUATED,"
+        " {'env': {}, 'files': [], 'dirs': [], 'lists': []})\n"
         "parent.start(launch, _hook.apply)\n"
         "time.sleep(3)\n"
     )

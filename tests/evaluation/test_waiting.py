@@ -20,7 +20,7 @@ from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import spawns
-from rocm_hwq_autoset._model import Inputs, encode_inputs
+from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
 from tests.fake_child import INPUTS
 
 from .helpers import POPEN, Applied, FakeEvaluation, pending, popen_args
@@ -37,7 +37,7 @@ def test_every_process_start_waits_once(
     w.audit(event, ("x",))
     w.audit(event, ("x",))
     w.audit(POPEN, popen_args(None))
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
     [(outcome, environs, quiet)] = applied.calls
     assert (outcome.level, outcome.queues, environs, quiet) == ("set", 8, (), False)
     assert w.outcome is outcome
@@ -72,7 +72,7 @@ def test_only_a_popen_mapping_is_given_the_value_at_its_event(
     gave it the value): the caller's mapping is left as it is."""
     w, evaluation, applied = waiter
     w.audit("os.fork", ())
-    assert evaluation.calls == ["result"] and len(applied.calls) == 1
+    assert evaluation.calls == ["answer"] and len(applied.calls) == 1
     env: dict[str, str] = {}
     w.audit("os.posix_spawn", ("/bin/true", ["true"], env))
     w.audit("os.exec", ("/bin/true", ["true"], env))
@@ -85,14 +85,14 @@ def test_the_training_process_waits_before_it_imports_torch() -> None:
     w.audit("import", ("torchvision", None, [], [], []))
     assert evaluation.calls == []
     w.audit("import", ("torch", None, [], [], []))
-    assert evaluation.calls == ["result"]  # at torch itself, before its modules
+    assert evaluation.calls == ["answer"]  # at torch itself, before its modules
     w.audit("import", ("torch.cuda", None, [], [], []))
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
     # A torch module first (a launcher's own import hook may hide torch's): too.
     evaluation = FakeEvaluation()
     w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
     w.audit("import", ("torch.cuda", None, [], [], []))
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
 
 
 def test_a_worker_environment_made_before_the_value_gets_it(
@@ -104,7 +104,7 @@ def test_a_worker_environment_made_before_the_value_gets_it(
     envs: list[dict[str, str]] = [{"RANK": str(r)} for r in range(3)]
     for env in envs:
         w.audit(POPEN, popen_args(env))
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
     for rank, env in enumerate(envs):
         assert env == {"RANK": str(rank), **Q8}
 
@@ -127,7 +127,7 @@ def test_a_failed_evaluation_marks_every_worker(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
 ) -> None:
     w, evaluation, applied = waiter
-    evaluation.answer = ConfigError("no such config", "--config")
+    evaluation.gives = ConfigError("no such config", "--config")
     envs: list[dict[str, str]] = [{}, {}]
     for env in envs:
         w.audit(POPEN, popen_args(env))
@@ -136,7 +136,7 @@ def test_a_failed_evaluation_marks_every_worker(
     assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
 
 
-DENSE_TP2 = (Inputs(tp=2, cudagraph=True), {})
+DENSE_TP2 = Config(Inputs(tp=2, cudagraph=True), {})
 
 
 def test_a_rank_started_without_a_launcher_counts_its_world_size(
@@ -164,7 +164,7 @@ def test_two_threads_starting_workers_both_wait_and_both_get_it() -> None:
         thread.start()
     for thread in threads:
         thread.join(5)
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
     assert envs == [Q8, Q8]
 
 
@@ -202,7 +202,7 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
     assert applied.calls == []  # nothing said: the launcher stops as it would
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
-    assert evaluation.calls == ["result"] and env == {}
+    assert evaluation.calls == ["answer"] and env == {}
 
 
 def test_our_own_failure_is_one_warning_never_an_exception() -> None:
@@ -263,7 +263,7 @@ def test_a_process_the_evaluation_starts_while_waited_for_does_not_wait() -> Non
     w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
     evaluation.meanwhile = lambda: w.audit(POPEN, popen_args(None))
     w.need()
-    assert evaluation.calls == ["result"]
+    assert evaluation.calls == ["answer"]
     [(outcome, environs, quiet)] = applied.calls
     assert (outcome.queues, environs, quiet) == (8, (), False)
 
@@ -293,7 +293,7 @@ def test_a_mapping_that_refuses_the_value_never_fails_the_start(
     w, evaluation, _ = waiter
     env = Refusing()
     w.audit(POPEN, popen_args(env))  # no exception: the worker starts without it
-    assert evaluation.calls == ["result"] and env == {}
+    assert evaluation.calls == ["answer"] and env == {}
 
 
 def test_is_foreign() -> None:
@@ -333,36 +333,33 @@ def test_an_exception_from_a_handler_that_is_a_method_is_foreign() -> None:
         signal.signal(signal.SIGUSR2, previous)
 
 
-def test_a_forked_copy_never_waits_nor_ends_the_evaluation(
+def test_a_forked_copy_never_waits_for_the_evaluation(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     w, evaluation, applied = waiter
     monkeypatch.setattr(parent.os, "getpid", lambda: w.owner + 1)
-    w.forked()
     w.audit(POPEN, popen_args({}))
     w.at_exit()
-    assert evaluation.calls == ["disown"] and applied.calls == []
+    assert evaluation.calls == [] and applied.calls == []
 
 
-def test_exit_ends_the_child_only_in_its_owner(
+def test_at_exit_no_more_waiting(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
 ) -> None:
     w, evaluation, _ = waiter
-    w.forked()  # not forked: nothing happens
     w.at_exit()
-    assert evaluation.calls == ["end"]
     w.audit(POPEN, popen_args({}))  # exiting: no more waiting
-    assert evaluation.calls == ["end"]
+    assert evaluation.calls == [] and evaluation.child.linger == 0
 
 
-def test_at_exit_a_child_that_answered_may_store_its_answer(
+def test_a_child_that_answered_may_store_its_answer_at_exit(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
 ) -> None:
     w, evaluation, _ = waiter
     w.audit(POPEN, popen_args({}))
-    w.at_exit()
-    assert evaluation.calls == ["result", f"settle {parent.STORE_SECONDS}"]
+    assert evaluation.calls == ["answer"]
+    assert evaluation.child.linger == parent.STORE_SECONDS
 
 
 def test_functions_that_read_the_environment_first_wait_first(
@@ -377,7 +374,7 @@ def test_functions_that_read_the_environment_first_wait_first(
     )
     env: dict[str, str] = {}
     wrapped("/bin/true", ["true"], env)
-    assert evaluation.calls == ["result"] and env == Q8
+    assert evaluation.calls == ["answer"] and env == Q8
     env2: dict[str, str] = {}
     wrapped("/bin/true", ["true"], env=env2)
     assert env2 == Q8
@@ -491,4 +488,4 @@ def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
     os.waitpid(pid, 0)
     assert json.loads(seen.read_text()) == [[], {}]
     w.audit(POPEN, popen_args({}))
-    assert evaluation.calls == ["result"]  # the parent still waits, once
+    assert evaluation.calls == ["answer"]  # the parent still waits, once

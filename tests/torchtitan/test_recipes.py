@@ -126,16 +126,16 @@ def case_args(module: str, config: str, override: str) -> list[str]:
 
 #: Every case in one torchtitan process: the values torchtitan itself built
 #: (RAW), and what this package's child makes of the same arguments
-#: (``_evaluation.registry.evaluate_config``, what the child runs), with the
+#: (``_evaluation.registry.read_config``, what the child runs), with the
 #: recommendation for no world size and for 2 ranks.
 OURS = """
 import json, sys
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._model import Recommendation
-from rocm_hwq_autoset._evaluation.registry import evaluate_config
+from rocm_hwq_autoset._evaluation.registry import read_config
 for args in json.loads(sys.argv[1]):
     try:
-        inputs, settings = evaluate_config(args)
+        inputs = read_config(args).inputs
     except ConfigError as exc:
         print("OURS " + json.dumps({"error": str(exc)}), flush=True)
         continue
@@ -218,11 +218,11 @@ def test_the_issues_launch_has_no_cudagraph_lane(
 REFUSALS = """
 import importlib.util, json, sys
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._evaluation.registry import evaluate_config
+from rocm_hwq_autoset._evaluation.registry import read_config
 print("HAS " + json.dumps(importlib.util.find_spec("transformers") is not None))
 for args in json.loads(sys.argv[1]):
     try:
-        evaluate_config(args)
+        read_config(args)
         print("SAID " + json.dumps(None), flush=True)
     except ConfigError as exc:
         print("SAID " + json.dumps(str(exc)), flush=True)

@@ -21,6 +21,7 @@ from rocm_hwq_autoset._argv import (
     suggest_flag,
     torchrun_program,
 )
+from rocm_hwq_autoset._environ import MODULE_FORM, TOML_FORM
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
@@ -56,7 +57,7 @@ def test_config_file_arg_errors_name_the_flag(args: list[str], said: str) -> Non
     with pytest.raises(ConfigError) as caught:
         config_file_arg(args)
     assert str(caught.value).startswith(said)
-    launch = Launch("toml", args, True)  # read once, refused when asked
+    launch = Launch("job.config_file", args, True)  # read once, refused when asked
     with pytest.raises(ConfigError) as asked:
         launch.config_file  # noqa: B018
     assert str(asked.value) == str(caught.value)
@@ -65,7 +66,7 @@ def test_config_file_arg_errors_name_the_flag(args: list[str], said: str) -> Non
 @pytest.mark.parametrize("args", [["--job.config_files", "a.toml"], []])
 def test_no_config_file_is_torchtitans_defaults(args: list[str]) -> None:
     assert config_file_arg(args) is None
-    assert Launch("toml", args, True).config_file is None
+    assert Launch("job.config_file", args, True).config_file is None
 
 
 @pytest.mark.parametrize(
@@ -179,28 +180,28 @@ def test_torchrun_program(
     [
         # torchrun, a console script or a module
         (["/venv/bin/torchrun", "--standalone", "-m", "torchtitan.train", *DS], [],
-         "module", DS, False),
+         MODULE_FORM, DS, False),
         (["-m", "--standalone", "-m", "torchtitan.train", *DS],
          ["python", "-m", "torch.distributed.run", "--standalone", "-m",
-          "torchtitan.train", *DS], "module", DS, False),
+          "torchtitan.train", *DS], MODULE_FORM, DS, False),
         (["/venv/bin/torchrun", "/x/torchtitan/train.py", *DS], [],
-         "module", DS, False),
+         MODULE_FORM, DS, False),
         # the training process itself
         (["-m", *DS], ["python", "-u", "-m", "torchtitan.train", *DS],
-         "module", DS, True),
+         MODULE_FORM, DS, True),
         (["torchtitan/train.py", *DS], ["python", "torchtitan/train.py", *DS],
-         "module", DS, True),
-        (["/src/torchtitan/torchtitan/train.py", *DS], [], "module", DS, True),
+         MODULE_FORM, DS, True),
+        (["/src/torchtitan/torchtitan/train.py", *DS], [], MODULE_FORM, DS, True),
         # a TOML launch, whatever the program
-        (["prog.py", "--job.config_file", "x", *DS], [], "toml",
+        (["prog.py", "--job.config_file", "x", *DS], [], TOML_FORM,
          ["--job.config_file", "x", *DS], True),
-        (["/venv/bin/torchrun", "train.py", "--job.config_file=x"], [], "toml",
+        (["/venv/bin/torchrun", "train.py", "--job.config_file=x"], [], TOML_FORM,
          ["--job.config_file=x"], False),
-        (["train.py", "--job.config_file=run=3.toml"], [], "toml",
+        (["train.py", "--job.config_file=run=3.toml"], [], TOML_FORM,
          ["--job.config_file=run=3.toml"], True),
         # torchtitan with one of the two: a launch whose error is said later
         (["-m", "--module", "x"], ["python", "-m", "torchtitan.train", "--module",
-                                   "x"], "module", ["--module", "x"], True),
+                                   "x"], MODULE_FORM, ["--module", "x"], True),
     ],
 )  # fmt: skip
 def test_which_launches_are_torchtitan(
@@ -370,4 +371,4 @@ def test_both_launch_forms_at_once_are_refused_naming_both(
 
 def test_a_module_flag_of_another_program_beside_a_job_config_is_toml() -> None:
     launch = find_launch(["tool.py", "--module", "m", "--job.config_file", "j"])
-    assert launch is not None and launch.form == "toml"
+    assert launch is not None and launch.form == TOML_FORM

@@ -11,7 +11,7 @@ import pytest
 from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
-from rocm_hwq_autoset._model import Inputs, encode_inputs
+from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import (
@@ -222,7 +222,7 @@ def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
     assert env == {"GPU_MAX_HW_QUEUES": value}
 
 
-RESULT = (Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True), {})
+RESULT = Config(Inputs(moe=True, moe_from="traverse", ep=2, cudagraph=True), {})
 
 
 def test_a_module_launch_is_pending_and_never_evaluated_in_process(
@@ -240,7 +240,7 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
         "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
         " expert_comm, cudagraph_capture)"
     )
-    assert final.inputs == RESULT[0]
+    assert final.inputs == RESULT.inputs
     cached = _decision.conclude({}, outcome, RESULT, cached=True)
     assert cached.message.endswith(", from the cached --module/--config evaluation")
     failed = _decision.conclude({}, outcome, ConfigError("no"))
@@ -280,7 +280,7 @@ def test_the_world_size_reaches_the_module_launch(rocm_path: list[str]) -> None:
         rocm=lambda: _detect(rocm_path), read_toml=no_read,
     )  # fmt: skip
     assert isinstance(outcome, Launch)
-    dense_tp2 = (Inputs(tp=2, cudagraph=True), {})
+    dense_tp2 = Config(Inputs(tp=2, cudagraph=True), {})
     # 2 ranks // tp 2 = 1: no FSDP lane; without the world size it would count.
     final = _decision.conclude({"WORLD_SIZE": "2"}, outcome, dense_tp2)
     assert final.queues == 4 and "fsdp_comm" not in final.message
@@ -342,16 +342,16 @@ def test_the_world_size_resolves_the_shard_degree_in_both_forms(
         "[parallelism]\ntensor_parallel_degree = 2\n"
         "[compile]\nenable_fsdp_ag_rs_overlap = true\n"
     )
-    toml = Launch("toml", ["--job.config_file", str(path)], True)
-    module = Launch("module", MODULE_ARGS, True)
+    toml = Launch("job.config_file", ["--job.config_file", str(path)], True)
+    module = Launch("--module", MODULE_ARGS, True)
     from rocm_hwq_autoset._config import load_toml
 
-    evaluated = (Inputs(dp_shard=-1, tp=2, overlap=True), {})
+    evaluated = Config(Inputs(dp_shard=-1, tp=2, overlap=True), {})
     fsdp = ("compute", "all_reduce", "dense_all_gather", "reduce_scatter",
             "tp_all_gather")  # fmt: skip
     for world, lanes in ((2, fsdp[:2] + fsdp[4:]), (8, fsdp), (None, fsdp)):
         a = _decision.recommend_launch(toml, world, read_toml=load_toml)
-        b = _decision.recommend_launch(module, world, evaluated=evaluated)
+        b = _decision.recommend_launch(module, world, config=evaluated)
         assert a.lanes == b.lanes == lanes, world
         assert b.settings == {}  # nothing read in this process
     with pytest.raises(ConfigError, match=r"^a --module/--config launch needs its"
@@ -444,5 +444,5 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
     assert worker == {
         "GPU_MAX_HW_QUEUES": "8",
         "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
-        "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(RESULT[0]),
+        "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(RESULT.inputs),
     }

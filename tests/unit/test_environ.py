@@ -278,12 +278,12 @@ def test_the_timeout(raw: str, seconds: float | None) -> None:
     ("environ", "found"),
     [
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
-         ("8", "module")),
+         ("8", "--module")),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
-         ("8", "toml")),
-        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, ("unset", "module")),
+         ("8", "job.config_file")),
+        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, ("unset", "--module")),
         ({"GPU_MAX_HW_QUEUES": "", "ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"},
-         ("unset", "toml")),
+         ("unset", "job.config_file")),
         ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}, None),
         ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, None),
         ({"ROCM_HWQ_AUTOSET_ORIGIN": " --module"}, None),  # no value: not ours

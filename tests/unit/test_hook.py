@@ -275,14 +275,16 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
 ) -> None:  # fmt: skip
     """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
     "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
-    from rocm_hwq_autoset._evaluation import parent
+    from rocm_hwq_autoset import _evaluation
 
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
     monkeypatch.setattr(sys, "orig_argv",
                         ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
     started: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(parent, "start", lambda p, apply: started.append((p, apply)))
+    monkeypatch.setattr(
+        _evaluation, "start", lambda p, apply: started.append((p, apply))
+    )
     _hook.run()
     [(pending, apply)] = started
     assert isinstance(pending, Launch) and pending is _hook.decided

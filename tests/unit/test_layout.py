@@ -20,25 +20,25 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rocm_hwq_autoset"
 LAYERS = {
     # reading inputs: nothing of the package below
     "_config": 0, "_environ": 0,
-    # the command line, the model, profiler traces, ROCm detection
+    # the command line, the model (and the inputs' text form), profiler
+    # traces, ROCm detection
     "_argv": 1, "_model": 1, "_traces": 1, "_rocm": 1,
-    # the --module wing's ground floor: what an evaluation read, its result as
-    # text (the child's answer, a cache entry, the workers' inputs)
-    "_evaluation.__init__": 2, "_evaluation.deps": 2,
-    "_evaluation.answer": 2,
-    # the decision, the public API, the cache of evaluations
-    "_decision": 3, "_api": 3, "_evaluation.cache": 3,
-    # the --module evaluation: the process starts a launcher makes, watched;
-    # then the parent's side
-    "_evaluation.spawns": 4, "_evaluation.process": 4,
-    "_evaluation.parent": 5, "_evaluation.registry": 4,
-    # the start-up hook, then the gate every process passes, and the child's
-    # side (its background check says its line as the hook says its own)
-    "_hook": 6, "__init__": 7, "_evaluation.child": 7,
+    # the decision as a value (and its one line), the public API
+    "_decision": 2, "_api": 2,
+    # the --module wing, one band: what an evaluation read, its answer, one
+    # child's process, the process starts a launcher makes, torchtitan's
+    # registry; the cache; the child's side and the parent's; the door
+    "_evaluation.deps": 3, "_evaluation.answer": 3, "_evaluation.process": 3,
+    "_evaluation.spawns": 3, "_evaluation.registry": 3,
+    "_evaluation.cache": 4,
+    "_evaluation.child": 5, "_evaluation.parent": 5,
+    "_evaluation.__init__": 6,
+    # the start-up hook (through the wing's door), the package's face
+    "_hook": 7, "__init__": 8,
     # the command line: shared, commands, dispatcher
-    "_cli._common": 8, "_cli.term": 8,
-    "_cli.explain": 9, "_cli.doctor": 9, "_cli.verify": 9,
-    "_cli.__init__": 10, "__main__": 11,
+    "_cli._common": 9, "_cli.term": 9,
+    "_cli.explain": 10, "_cli.doctor": 10, "_cli.verify": 10,
+    "_cli.__init__": 11, "__main__": 12,
 }  # fmt: skip
 
 
@@ -112,6 +112,23 @@ def test_every_import_goes_down() -> None:
 
 def test_no_circle() -> None:
     assert in_circles(imports(PACKAGE)) == []
+
+
+#: The wing's modules: the rest of the package comes in through its door.
+WING = "_evaluation."
+DOOR = "_evaluation.__init__"
+
+
+def test_the_wing_is_one_band_entered_through_its_door() -> None:
+    """Every module of the wing is above the decision and below the hook; no
+    module outside it imports one of its modules but the door."""
+    graph = imports(PACKAGE)
+    wing = [name for name in graph if name.startswith(WING)]
+    assert all(LAYERS["_decision"] < LAYERS[name] < LAYERS["_hook"] for name in wing)
+    inward = sorted((a, b) for a, bs in graph.items() for b in bs
+                    if b.startswith(WING) and b != DOOR
+                    and not a.startswith(WING))  # fmt: skip
+    assert inward == []
 
 
 def test_only_python_m_imports_the_dispatcher() -> None:

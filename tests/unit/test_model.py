@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
-from rocm_hwq_autoset._evaluation.answer import decode_result
+from rocm_hwq_autoset._evaluation.answer import config_from_json
 from rocm_hwq_autoset._model import (
     FACT_KEYS,
     Inputs,
@@ -260,11 +260,11 @@ def test_inputs_as_the_repl_shows_them() -> None:
 @pytest.mark.parametrize(
     "doc", [None, [], {}, {"inputs": 3}, {"settings": {}}, {"inputs": None}]
 )
-def test_what_is_not_an_evaluations_result_is_said(doc: object) -> None:
-    """A child's answer or a cache entry that is not a result: one reason."""
+def test_what_is_not_an_evaluations_config_is_said(doc: object) -> None:
+    """A child's answer or a cache entry that is not a config: one reason."""
     with pytest.raises(ConfigError) as caught:
-        decode_result(doc)
-    assert str(caught.value) == "not an evaluation's result"
+        config_from_json(doc)
+    assert str(caught.value) == "not an evaluation's config"
 
 
 def test_moe_given_by_the_caller_is_said_to_be_given() -> None:

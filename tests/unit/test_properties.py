@@ -133,7 +133,7 @@ def test_the_decision_is_total(
         rocm=lambda: (True, "test"), read_toml=lambda path: config,
     )  # fmt: skip
     if isinstance(result, Launch):
-        assert result.form == "module"
+        assert result.form == "--module"
         assert find_launch(full, [*orig, *argv] if orig else []) is not None
         return
     assert isinstance(result, Outcome)
