@@ -54,13 +54,14 @@ class Answer:
         self.failure = failure
         self.how = how
 
-    @property
-    def error(self) -> ConfigError | None:
-        """Why there is no config, as the hook says it: the refusal, or the
-        failure; None for a config."""
-        if self.failure is not None:
-            return ConfigError(self.failure)
-        return self.refusal
+    def result(self) -> Config | ConfigError:
+        """What the launch concludes from: the config, or why there is none
+        (the refusal, or the failure), as the hook says it."""
+        if self.config is not None:
+            return self.config
+        if self.refusal is not None:
+            return self.refusal
+        return ConfigError(str(self.failure))
 
     def to_json(self) -> dict[str, Any]:
         if self.config is not None:
@@ -129,3 +130,37 @@ def settings_from_json(doc: object) -> dict[str, Setting]:
             raise ConfigError("not a value and its source", key)
         settings[key] = Setting(check_value(key, pair[0], ""), pair[1])
     return settings
+
+
+#: A check's verdicts on an answer a launch took without evaluating it.
+SAME, STALE, UNCHECKED = "same", "stale", "unchecked"
+
+
+class Verdict:
+    """What a check found of an answer a launch took without evaluating it:
+    the same (:data:`SAME`), another (:data:`STALE`, with the fresh
+    :attr:`answer`), or nothing it could tell (:data:`UNCHECKED`: it failed,
+    or it could not run at the lowest priority)."""
+
+    __slots__ = ("answer", "kind")
+
+    def __init__(self, kind: str, answer: Answer | None = None) -> None:
+        assert (kind == STALE) is (answer is not None)
+        self.kind = kind
+        self.answer = answer
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"verdict": self.kind}
+        if self.answer is not None:
+            doc["answer"] = self.answer.to_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Verdict:
+        """What :meth:`to_json` wrote; ``ConfigError`` for anything else."""
+        kind = doc.get("verdict") if isinstance(doc, dict) else None
+        if kind == STALE:
+            return cls(STALE, Answer.from_json(doc.get("answer")))
+        if kind in (SAME, UNCHECKED):
+            return cls(kind)
+        raise ConfigError("not a check's verdict")

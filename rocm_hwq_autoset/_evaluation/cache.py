@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
 import sys
 import time
@@ -45,7 +46,11 @@ if TYPE_CHECKING:
 
 
 #: The layout of an entry; another layout is not read.
-FORMAT = 2
+FORMAT = 3
+#: The most times a node takes an entry in a row without a check of it
+#: completing (anywhere): the next launch evaluates before training starts.
+#: A check that completes stores the entry anew, with a new ``id``.
+MAX_UNCHECKED = 2
 #: Entries kept: one per distinct launch (arguments, directory, interpreter); a
 #: few hundred KB each with torchtitan 0.3.0 (the paths of ~3,900 files).
 MAX_ENTRIES = 32
@@ -53,6 +58,9 @@ MAX_ENTRIES = 32
 MAX_ENTRY_BYTES = 16 << 20
 #: Temporary, lock and result files older than this are left-overs.
 STALE_SECONDS = 24 * 3600
+#: Largest record of an entry's times taken unchecked read: its lines are an
+#: entry's id each, 17 bytes; over half of it, the records start again.
+MAX_SERVED_BYTES = 4096
 #: Variables read before any Python code of the child runs (the interpreter's
 #: own, which shape ``sys.path``) or by C code (the GPUs HIP and CUDA can see:
 #: :data:`.deps.DEVICES`, by their count): part of the key, since no recording
@@ -68,15 +76,18 @@ _HOST = r"[A-Za-z0-9_.-]{1,64}"
 #: The names the cache makes, and the only ones it ever removes: an entry
 #: (``<key>.json``), a node's lock and published answer (``<key>.<host>.lock``,
 #: ``<key>.<host>.result``), the lock of a node's background check
-#: (``<key>.<host>.check``) and the temporary file of any of those
+#: (``<key>.<host>.check``), the node's record of the times it took the entry
+#: unchecked (``<key>.<host>.served``) and the temporary file of any of those
 #: (``<name>.<host>.<pid>.tmp``).
 OWN_NAME = re.compile(
-    rf"[0-9a-f]{{32}}(?:\.json|\.{_HOST}\.(?:lock|result|check))"
+    rf"[0-9a-f]{{32}}(?:\.json|\.{_HOST}\.(?:lock|result|check|served))"
     rf"(?:\.{_HOST}\.[0-9]{{1,10}}\.tmp)?",
     re.ASCII,
 )
 #: The names of entries.
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
+#: An entry's id: a new one at each store.
+ID = re.compile(r"[0-9a-f]{16}", re.ASCII)
 #: The mark of a directory the cache made (or found empty): the Cache Directory
 #: Tagging convention's file (backup tools skip such directories). Only a
 #: directory that holds it, and nothing but names of the cache's own form, is
@@ -90,14 +101,33 @@ TAG_TEXT = (
 
 
 def location(environ: Mapping[str, str]) -> str:
-    """The cache directory for this environment."""
+    """The cache directory for this environment: ``ROCM_HWQ_AUTOSET_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/rocm-hwq-autoset``, else ``~/.cache/rocm-hwq-autoset``;
+    where there is no home (``HOME`` unset or relative, and no passwd entry),
+    a folder of this user's in the system's temporary directory, never a
+    literal ``~`` in the working directory. ``ConfigError`` for a
+    ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is none of."""
     chosen = environ.get(CACHE_DIR)
     if chosen:
-        return os.path.abspath(os.path.expanduser(chosen))
+        path = os.path.expanduser(chosen)
+        if path.startswith("~"):
+            raise ConfigError(f"{chosen!r}: there is no home directory here", CACHE_DIR)
+        return os.path.abspath(path)
     xdg = environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):  # the XDG spec ignores a relative one
         return os.path.join(xdg, NAME)
-    home = environ.get("HOME") or os.path.expanduser("~")
+    home = environ.get("HOME", "")
+    if not os.path.isabs(home):  # unset, empty or relative: the passwd entry's
+        try:
+            import pwd
+
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError):  # a uid with no passwd entry
+            home = ""
+    if not os.path.isabs(home):
+        import tempfile
+
+        return os.path.join(tempfile.gettempdir(), f"{NAME}-{os.getuid()}")
     return os.path.join(home, ".cache", NAME)
 
 
@@ -137,6 +167,17 @@ def host() -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
 
 
+class Entry:
+    """An entry taken from the cache: its config, and its ``id`` (new at each
+    store: a completed check stores the entry anew)."""
+
+    __slots__ = ("config", "id")
+
+    def __init__(self, config: Config, id: str) -> None:
+        self.config = config
+        self.id = id
+
+
 class Cache:
     """A usable cache directory (see :func:`open_cache`)."""
 
@@ -146,9 +187,10 @@ class Cache:
     def entry(self, key: str) -> str:
         return os.path.join(self.path, f"{key}.json")
 
-    def lookup(self, key: str, environ: Mapping[str, str]) -> tuple[Config | None, str]:
-        """The entry's config when it is trusted and nothing it depended on
-        changed, else None; and one phrase saying which."""
+    def lookup(self, key: str, environ: Mapping[str, str]) -> tuple[Entry | None, str]:
+        """The entry when it is trusted, nothing it depended on changed, and
+        this node took it fewer than :data:`MAX_UNCHECKED` times since a check
+        of it completed; else None. And one phrase saying which."""
         path = self.entry(key)
         try:
             data = _read_trusted(path, MAX_ENTRY_BYTES)
@@ -163,12 +205,44 @@ class Cache:
             change = changed(doc["deps"], environ)
             if change is not None:
                 return None, f"stale: {change}"
-            result = config_from_json(doc["result"])
+            if not isinstance(doc["id"], str) or not ID.fullmatch(doc["id"]):
+                raise ValueError("no id")
+            found = Entry(config_from_json(doc["result"]), doc["id"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, "entry ignored: corrupt"
+        if self.unchecked(key, found.id) >= MAX_UNCHECKED:
+            return None, (
+                f"taken {MAX_UNCHECKED} times on this node with no check of it"
+                " completed"
+            )
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: pruned last
-        return result, "hit"
+        return found, "hit"
+
+    def served_file(self, key: str) -> str:
+        return os.path.join(self.path, f"{key}.{host()}.served")
+
+    def unchecked(self, key: str, entry_id: str) -> int:
+        """How many times this node took the entry ``entry_id`` unchecked."""
+        try:
+            data = _read_trusted(self.served_file(key), MAX_SERVED_BYTES)
+        except (OSError, ConfigError):
+            return 0
+        return data.split().count(entry_id.encode())
+
+    def served(self, key: str, entry_id: str) -> None:
+        """Note that this node took the entry ``entry_id``, unchecked as yet
+        (one short line, appended: a record of another id is a stale one).
+        ``OSError`` if it cannot."""
+        path = self.served_file(key)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o600)
+        try:
+            if os.fstat(fd).st_size > MAX_SERVED_BYTES // 2:  # old records
+                os.ftruncate(fd, 0)
+            os.write(fd, f"{entry_id}\n".encode())
+        finally:
+            os.close(fd)
 
     def remove(self, key: str) -> None:
         """Remove the entry (an evaluation found it wrong); ``OSError`` if it
@@ -176,8 +250,10 @@ class Cache:
         os.unlink(self.entry(key))
 
     def store(self, key: str, config: Config, deps: dict[str, Any]) -> None:
-        """Write an entry atomically, then prune. ``OSError`` if it cannot."""
-        doc = {"format": FORMAT, "result": config_to_json(config), "deps": deps}
+        """Write an entry atomically, with a new ``id``, then prune. ``OSError``
+        if it cannot."""
+        doc = {"format": FORMAT, "id": secrets.token_hex(8),
+               "result": config_to_json(config), "deps": deps}  # fmt: skip
         self._write(self.entry(key), json.dumps(doc, separators=(",", ":")))
         self.prune()
 
@@ -313,7 +389,8 @@ def open_cache(
     environ: Mapping[str, str], *, create: bool = True
 ) -> tuple[Cache | None, str]:
     """The cache, or None with why not (``""`` when it is simply turned off).
-    ``ConfigError`` for a value of the switch it cannot read."""
+    ``ConfigError`` for a value of the switch, or of the directory, it cannot
+    read."""
     on, problem = cache_switch(environ)
     if problem is not None:
         raise ConfigError(problem)
@@ -321,7 +398,7 @@ def open_cache(
         return None, ""
     path = location(environ)
     try:
-        existed = os.path.isdir(path)
+        existed = os.path.lexists(path)
         if create:
             os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
@@ -331,20 +408,10 @@ def open_cache(
     if problem:
         return None, f"{path}: {problem}; not used"
     cache = Cache(path)
-    # Ours to prune: a directory it made, one found empty, or the default
-    # location, named after the package (a cache of an earlier version).
-    if create and (not existed or not environ.get(CACHE_DIR) or _empty(path)):
+    if create and not existed:  # the cache made it: its own to prune
         with contextlib.suppress(OSError):
             cache.tag()
     return cache, ""
-
-
-def _empty(path: str) -> bool:
-    try:
-        with os.scandir(path) as listing:
-            return next(listing, None) is None
-    except OSError:
-        return False
 
 
 def _untrusted(info: os.stat_result) -> str:

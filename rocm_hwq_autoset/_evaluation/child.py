@@ -11,25 +11,28 @@ child imports torchtitan (``registry``). It
 2. with a cache, takes this node's lock for the launch: the first rank's child
    evaluates, the others wait for its answer;
 3. evaluates (``registry.read_config``), recording what it read (``deps``);
-4. prints exactly one line on stdout, its :class:`answer.Answer`: the config,
+4. prints one line on stdout first, its :class:`answer.Answer`: the config,
    torchtitan's refusal, or its own failure, and how it was found: evaluated
    here, from the cache, or from a peer (another rank's child evaluated it, and
-   nothing it read differs here). Nothing else reaches stdout or stderr;
+   nothing it read differs here). Nothing else of torch's or torchtitan's
+   reaches stdout or stderr;
 5. then, the parent served, it drops to the lowest CPU priority (the workers'
    own start-up comes first), publishes the answer with what it read for the
    ranks waiting on the lock, and stores a successful one in the cache.
 
-With ``--check INPUTS`` it is a launch's background check of a cached answer
-(the model's inputs the launch took from the entry): at the lowest CPU priority
-from the start, one per node (a lock taken without waiting: if another process
-of the node checks, it does nothing), it evaluates ignoring the entry, stores
-what it found, and, when the inputs differ, says so in one warning line on
-``--say FD`` (the launcher's stderr): what was set, what a fresh evaluation
-gives, what the next launch gets. A check that fails or times out says nothing
-(verbose: one line) and leaves the entry as it is.
+An answer the launch did not evaluate itself is checked (:func:`_check`): a
+launcher's hit (``--check INPUTS``: the model's inputs it took from the entry)
+and, with ``--checks``, an answer this child found in the cache or took from a
+peer. A check runs only at the lowest CPU priority (it does not run where it
+cannot be had), one at a time on a node (it waits for the node's check lock),
+and evaluates ignoring the entry. It stores what it found (a new entry: the
+times it was taken unchecked start again), says on ``--say FD`` (the
+launcher's stderr) in one warning line when the answer was stale, and prints
+its :class:`answer.Verdict` as a second line, from which the launcher gives the
+corrected value to the processes it starts from then on.
 
 Usage: ``python -m rocm_hwq_autoset._evaluation.child [--parent PID] [--cache
-DIR --key KEY [--fresh | --check INPUTS]] [--say FD] [--path0 DIR |
+DIR --key KEY [--fresh | --checks | --check INPUTS]] [--say FD] [--path0 DIR |
 --no-path0] -- ARGS``.
 """
 
@@ -48,9 +51,9 @@ from .._argv import Launch
 from .._config import ConfigError
 from .._decision import SKIP, WARNING, Outcome, conclude, internal_error, value_words
 from .._environ import MODULE_FORM, QUEUES, timeout
-from .._model import Config, decode_inputs, encode_inputs
-from .answer import CACHE, PEER, Answer
-from .cache import Cache
+from .._model import Config, decode_inputs
+from .answer import CACHE, PEER, SAME, STALE, UNCHECKED, Answer, Verdict
+from .cache import MAX_UNCHECKED, Cache
 from .deps import Recorder
 from .process import end_group, lowest_priority, node_lock, watch
 from .registry import read_config
@@ -62,10 +65,13 @@ def options_parser() -> argparse.ArgumentParser:
     parser.add_argument("--parent", type=int, help="the pid to watch")
     parser.add_argument("--cache", help="the cache directory")
     parser.add_argument("--key", help="the launch's key in the cache")
-    parser.add_argument("--fresh", action="store_true",
-                        help="evaluate: no entry, no peer's answer")  # fmt: skip
-    parser.add_argument("--check", metavar="INPUTS",
-                        help="the inputs a launch took from the entry")  # fmt: skip
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--fresh", action="store_true",
+                     help="evaluate: no entry, no peer's answer")  # fmt: skip
+    how.add_argument("--checks", action="store_true",
+                     help="check an answer found without evaluating")  # fmt: skip
+    how.add_argument("--check", metavar="INPUTS",
+                     help="check the inputs a launch took from the entry")  # fmt: skip
     parser.add_argument("--say", type=int, metavar="FD",
                         help="the launcher's stderr, for the line to say")  # fmt: skip
     where = parser.add_mutually_exclusive_group()
@@ -76,8 +82,8 @@ def options_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    """The child's options, ``--``, the training arguments in; one line out,
-    the answer (a check: at most one line on ``--say FD``)."""
+    """The child's options, ``--``, the training arguments in; its answer and
+    its verdict (a check's) out, one line each."""
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     options = options_parser().parse_args(argv[:split])
@@ -86,11 +92,10 @@ def main(argv: Sequence[str]) -> int:
         imports_from(options.path0)
     if options.parent is not None:
         watch(options.parent)
-    if options.check is not None:
-        lowest_priority()  # the reaper, forked above, keeps its own
+    not_idle = lowest_priority() if options.check is not None else None
     if options.say is not None:  # the launcher's stderr: for us, not for torch's
         os.set_inheritable(options.say, False)  # processes
-    result = os.dup(1)
+    out = os.dup(1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)  # torchtitan's and torch's own output goes nowhere
     os.dup2(quiet, 2)
@@ -98,41 +103,41 @@ def main(argv: Sequence[str]) -> int:
     # A safety net beside the parent's own timeout: a parent that never waits
     # (it exited, or never started a process) must not leave us hung. A check
     # runs only on idle CPU time, and nobody waits for it: it has longer.
-    if options.check is not None:
+    if options.check is not None or options.checks:
         seconds *= CHECK_TIMEOUTS
         signal.signal(signal.SIGALRM, _check_timed_out(options, seconds))
     signal.alarm(int(seconds) + 1)
-    _serve(options, args, result)
+    _serve(options, args, out, not_idle)
     os._exit(0)  # no teardown of torch; the node's lock goes with us
 
 
-def _serve(options: argparse.Namespace, args: Sequence[str], result: int) -> None:
-    """The answer, on ``result``: a peer's or the cache's, or evaluated here;
+def _serve(
+    options: argparse.Namespace, args: Sequence[str], out: int, not_idle: str | None
+) -> None:
+    """The answer, on ``out``: a peer's or the cache's, or evaluated here;
     first, since the parent may be waiting for it. Then what this child
-    evaluated goes to the peers and the cache. A check answers nobody."""
+    evaluated goes to the peers and the cache; what it found without
+    evaluating is checked (``--checks``). A launcher's check (``--check``)
+    gives no answer, only its verdict."""
     if options.cache is None:
-        _answer(result, _evaluated(args, None))
+        _write(out, _evaluate_here(args, None).to_json())
         return
     cache, key = Cache(options.cache), options.key
     if options.check is not None:
-        os.close(result)
-        try:
-            _check(cache, key, options, args)
-        except Exception as exc:  # ours: the entry is kept, nothing said
-            _say(options, Outcome(
-                SKIP, f"cache: checking {CHECKED}: {internal_error(exc)}",
-                "the entry is kept",
-            ))  # fmt: skip
+        taken = Answer(config=Config(decode_inputs(options.check), {}), how=CACHE)
+        _check(cache, key, taken, options, args, out, not_idle)
         return
     found = None if options.fresh else _found(cache, key)
     if found is not None:
-        _answer(result, found)
+        _write(out, found.to_json())
+        if options.checks:  # this node's one process: it checks what it took
+            _check(cache, key, found, options, args, out, lowest_priority())
         return
     recorder = Recorder()
-    answer = _evaluated(args, recorder)
-    _answer(result, answer)
+    answer = _evaluate_here(args, recorder)
+    _write(out, answer.to_json())
     lowest_priority()  # the answer is out: the workers' start-up comes first
-    _share(cache, key, answer, recorder)
+    _share(cache, key, answer, recorder, options)
 
 
 def _found(cache: Cache, key: str) -> Answer | None:
@@ -148,12 +153,12 @@ def _found(cache: Cache, key: str) -> Answer | None:
         if answer is not None:
             return Answer(config=answer.config, refusal=answer.refusal,
                           failure=answer.failure, how=PEER)  # fmt: skip
-    config, _ = cache.lookup(key, os.environ)
-    return None if config is None else Answer(config=config, how=CACHE)
+    entry, _ = cache.lookup(key, os.environ)
+    return None if entry is None else Answer(config=entry.config, how=CACHE)
 
 
-def _evaluated(args: Sequence[str], recorder: Recorder | None) -> Answer:
-    """The answer of evaluating here: never an exception."""
+def _evaluate_here(args: Sequence[str], recorder: Recorder | None) -> Answer:
+    """The answer of evaluating in this process: never an exception."""
     if recorder is not None:
         recorder.start()
     try:
@@ -164,25 +169,51 @@ def _evaluated(args: Sequence[str], recorder: Recorder | None) -> Answer:
         return Answer(failure=internal_error(exc))
 
 
-def _answer(fd: int, answer: Answer) -> None:
-    os.write(fd, (json.dumps(answer.to_json()) + "\n").encode())
-    os.close(fd)
+def _write(fd: int, doc: dict[str, Any]) -> None:
+    """One line on ``fd`` (one ``write``: the parent reads it whole)."""
+    with contextlib.suppress(OSError):  # a parent that no longer listens
+        os.write(fd, (json.dumps(doc) + "\n").encode())
 
 
-def _share(cache: Cache, key: str, answer: Answer, recorder: Recorder) -> None:
+def _share(
+    cache: Cache,
+    key: str,
+    answer: Answer,
+    recorder: Recorder,
+    options: argparse.Namespace,
+) -> None:
     """Publish any answer, with what the evaluation read, to the peers waiting
     on the lock (they check it as an entry); then store a successful one."""
     deps = _deps(cache, recorder)
     with contextlib.suppress(Exception):  # a full or read-only cache: no matter
         cache.publish(key, answer, deps)
     if answer.config is not None and deps is not None:
-        with contextlib.suppress(Exception):
-            cache.store(key, answer.config, deps)
+        _store(cache, key, answer.config, deps, options)
+
+
+def _store(
+    cache: Cache,
+    key: str,
+    config: Config,
+    deps: dict[str, Any],
+    options: argparse.Namespace,
+) -> bool:
+    """Store an entry; a cache that cannot hold it says so, once per node (its
+    cost is an evaluation at every launch)."""
+    try:
+        cache.store(key, config, deps)
+    except OSError as exc:
+        _say(options, Outcome(
+            WARNING, f"cache: {cache.path} cannot hold the evaluation ({exc.strerror})",
+            "each --module launch evaluates again",
+        ))  # fmt: skip
+        return False
+    return True
 
 
 def _deps(cache: Cache, recorder: Recorder) -> dict[str, Any] | None:
-    """What the evaluation read, or None when that cannot be told: then its
-    answer is neither stored nor taken by a peer."""
+    """What the evaluation read (the recording stops here), or None when that
+    cannot be told: then its answer is neither stored nor taken by a peer."""
     try:
         deps: dict[str, Any] | None = recorder.deps(exclude=cache.path)
     except Exception:
@@ -190,54 +221,54 @@ def _deps(cache: Cache, recorder: Recorder) -> dict[str, Any] | None:
     return deps
 
 
-# The background check of a cached answer.
+# The check of an answer taken without evaluating.
 
 #: A check's bound, in evaluation timeouts (``ROCM_HWQ_AUTOSET_TIMEOUT``): it
-#: runs on idle CPU time only, so a busy node slows it down; it ends with its
-#: launcher in any case.
+#: runs on idle CPU time only, so a busy node slows it down, and it may wait for
+#: another launch's check; it ends with its launcher in any case.
 CHECK_TIMEOUTS = 10
 #: What the check's lines begin with.
 CHECKED = "the cached --module/--config evaluation"
 
 
 def _check(
-    cache: Cache, key: str, options: argparse.Namespace, args: Sequence[str]
+    cache: Cache,
+    key: str,
+    taken: Answer,
+    options: argparse.Namespace,
+    args: Sequence[str],
+    out: int,
+    not_idle: str | None,
 ) -> None:
-    """Evaluate, ignoring the entry; store what was found; say, once, when the
-    inputs differ from those the launch took from the entry."""
-    if not node_lock(cache.check_lock_file(key), wait=False):
-        return  # another process of this node checks it: nothing to do
+    """Evaluate, ignoring the entry and the peers; store what was found; say,
+    once, when the answer taken differs; print the verdict."""
+    if not_idle is not None:
+        unchecked = f"it is taken at most {MAX_UNCHECKED} times unchecked"
+        _say(options, Outcome(SKIP, f"cache: not checking {CHECKED}: {not_idle}",
+                              unchecked))  # fmt: skip
+        _write(out, Verdict(UNCHECKED).to_json())
+        return
+    node_lock(cache.check_lock_file(key), wait=True)  # one check of a node at once
     recorder = Recorder()
-    answer = _evaluated(args, recorder)
+    fresh = _evaluate_here(args, recorder)
+    deps = _deps(cache, recorder)  # the recording ends before any conclusion
+    if fresh.failure is not None:  # ours, not the config's
+        _say(options, Outcome(SKIP, f"cache: checking {CHECKED}: {fresh.failure}",
+                              "the entry is kept"))  # fmt: skip
+        _write(out, Verdict(UNCHECKED).to_json())
+        return
+    stored = False
+    if fresh.config is not None and deps is not None:
+        stored = _store(cache, key, fresh.config, deps, options)  # refreshed
+    if _same(taken, fresh):
+        _write(out, Verdict(SAME).to_json())
+        return
     launch = Launch(MODULE_FORM, args, False)
-    environ = os.environ
-    taken = Config(decode_inputs(options.check), {})
-    before = conclude(environ, launch, taken)
+    before = conclude(os.environ, launch, taken.result())
     was = (f"{QUEUES}={before.queues} was set from it" if before.queues is not None
            else "nothing was set from it")  # fmt: skip
-    if answer.failure is not None:  # ours, not the config's
-        _say(options, Outcome(SKIP, f"cache: checking {CHECKED}: {answer.failure}",
-                              "the entry is kept"))  # fmt: skip
-        return
-    if answer.refusal is not None:
-        with contextlib.suppress(OSError):
-            cache.remove(key)
-        _say(options, Outcome(
-            WARNING, f"{CHECKED} was stale: {was}; evaluated again: {answer.refusal}",
-            "the cache no longer holds it: the next launch evaluates again",
-        ))  # fmt: skip
-        return
-    assert answer.config is not None
-    deps = _deps(cache, recorder)
-    stored = False
-    if deps is not None:
-        with contextlib.suppress(Exception):  # the entry, refreshed or corrected
-            cache.store(key, answer.config, deps)
-            stored = True
-    if encode_inputs(answer.config.inputs) == options.check:
-        return  # the cached answer was right
-    after = conclude(environ, launch, answer.config)
-    found = "no value" if after.rec is None else value_words(after.rec)
+    after = conclude(os.environ, launch, fresh.result())
+    found = str(fresh.refusal) if after.rec is None else value_words(after.rec)
     if stored:
         then = f"the cache now holds {after.queues} for the next launch"
     else:  # a wrong entry must not stay
@@ -247,6 +278,15 @@ def _check(
     _say(options, Outcome(
         WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}", then,
     ))  # fmt: skip
+    _write(out, Verdict(STALE, fresh).to_json())
+
+
+def _same(taken: Answer, fresh: Answer) -> bool:
+    """Whether a fresh answer gives the launch what the taken one gave: the
+    model's inputs, or the same refusal."""
+    if taken.config is not None and fresh.config is not None:
+        return taken.config.inputs == fresh.config.inputs
+    return str(taken.refusal) == str(fresh.refusal)
 
 
 def _say(options: argparse.Namespace, outcome: Outcome) -> None:

@@ -43,6 +43,7 @@ it would without the hook.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -71,10 +72,16 @@ from .._environ import (
     timeout,
 )
 from .._model import Config, encode_inputs
-from .answer import EVALUATED, Answer
-from .cache import Cache, key, open_cache
-from .process import REAP_SECONDS, Child, Interpreter, interpreter_of
-from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of
+from .answer import EVALUATED, Answer, Verdict
+from .cache import Cache, Entry, key, open_cache
+from .process import (
+    REAP_SECONDS,
+    Child,
+    Interpreter,
+    interpreter_of,
+    lower_priority_of,
+)
+from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of, take_back
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,9 +108,13 @@ class Evaluation:
         interpreter: Interpreter | None = None,
         *,
         fresh: bool = False,
+        checks: bool = False,
     ) -> None:
-        """Start the child; ``ConfigError`` for a timeout it cannot read,
-        ``OSError`` if it cannot start."""
+        """Start the child (``fresh``: never the entry, nor a peer's answer;
+        ``checks``: what it finds without evaluating, it checks, and says on
+        this process's stderr what it found, as this node's one process does);
+        ``ConfigError`` for a timeout it cannot read, ``OSError`` if it cannot
+        start."""
         self.timeout, problem = timeout(environ)
         if problem is not None:
             raise ConfigError(problem, TIMEOUT)
@@ -111,9 +122,10 @@ class Evaluation:
         options = ["--parent", str(os.getpid())]
         if cache is not None:
             options += ["--cache", cache.path, "--key", cache_key]
-            if fresh:  # never the entry, nor a peer's answer: evaluated here
-                options.append("--fresh")
-        self.child = Child(interpreter, options, launch.args, environ)
+            if fresh or checks:
+                options.append("--fresh" if fresh else "--checks")
+        say = checks and cache is not None and log_level(environ)[0] != QUIET
+        self.child = Child(interpreter, options, launch.args, environ, say=say)
 
     def answer(self) -> Answer:
         """The child's answer, waiting until the deadline at most; a failure
@@ -147,14 +159,6 @@ class Evaluation:
         self.child.settle(self.deadline - time.monotonic())
 
 
-def _result(answer: Answer) -> Config | ConfigError:
-    if answer.config is not None:
-        return answer.config
-    error = answer.error
-    assert error is not None
-    return error
-
-
 class Lookup:
     """What :func:`lookup_or_spawn` found: the cache's config (:attr:`hit`),
     or the evaluation started (:attr:`evaluation`), or why none could start
@@ -164,7 +168,7 @@ class Lookup:
     def __init__(self, cache: Cache | None, cache_key: str) -> None:
         self.cache = cache
         self.key = cache_key
-        self.hit: Config | None = None
+        self.hit: Entry | None = None
         self.evaluation: Evaluation | None = None
         self.error: ConfigError | None = None
         """Why no evaluation could start."""
@@ -183,12 +187,15 @@ def lookup_or_spawn(
     *,
     use_cache: bool = True,
     fresh: bool = False,
+    checks: bool = False,
 ) -> Lookup:
     """The cache first, then the child: the entry for this launch when it is
     trusted and nothing it read changed for ``environ``, else a child started
     to evaluate it (told to store its answer when there is a cache). ``fresh``:
     never the entry, always a child, whose answer the cache then holds.
-    Waits for nothing: :func:`evaluate` waits, :func:`start` goes on."""
+    ``checks``: the child checks what it finds without evaluating (the hook's,
+    for the node's one process). Waits for nothing: :func:`evaluate` waits,
+    :func:`start` goes on."""
     cache = None
     no_cache = ""
     switch_error = None
@@ -206,7 +213,7 @@ def lookup_or_spawn(
             return found
     try:
         found.evaluation = Evaluation(
-            launch, environ, cache, found.key, runs, fresh=fresh
+            launch, environ, cache, found.key, runs, fresh=fresh, checks=checks
         )
     except (OSError, ConfigError) as exc:
         found.error = ConfigError(f"cannot start the evaluation: {exc}")
@@ -227,7 +234,7 @@ def evaluate(
     cache, which then holds the answer."""
     found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
-        return found.hit, f"from the cache ({found.cache.entry(found.key)})"
+        return found.hit.config, f"from the cache ({found.cache.entry(found.key)})"
     if not use_cache:
         how = "evaluated (--no-cache)"
     elif fresh and found.cache is not None:
@@ -248,24 +255,33 @@ def evaluate(
         evaluation.settle()  # the answer stored in the cache, for the launches
     if answer.how != EVALUATED:
         how = "from the cache (another process evaluated it)"
-    return _result(answer), how
+    return answer.result(), how
 
 
 def start(launch: Launch, apply: Apply) -> None:
     """At interpreter start: the cached evaluation, applied at once and checked
     in the background, or a child started now and waited for when the value is
-    needed."""
+    needed. An answer this launch did not evaluate itself is checked, by the
+    node's one process (the launcher, or local rank 0); a launcher gives the
+    check's correction to the processes it starts from then on."""
     environ = os.environ
-    found = lookup_or_spawn(launch, environ)
+    ours = prints_for_node(environ)  # the node's one: launcher or local rank 0
+    found = lookup_or_spawn(launch, environ, checks=ours)
     if found.switch_error is not None:
         apply(Outcome(WARNING, str(found.switch_error), "the cache is not used"))
     if found.no_cache:
         apply(Outcome(SKIP, f"cache: {found.no_cache}"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
-        apply(conclude(environ, launch, found.hit, cached=True))
-        if prints_for_node(before):  # the node's one: launcher or local rank 0
-            start_check(launch, before, found.cache, found.key, found.hit, apply)
+        outcome = conclude(environ, launch, found.hit.config, cached=True)
+        apply(outcome)
+        if ours:
+            with contextlib.suppress(OSError):  # then the bound is not kept
+                found.cache.served(found.key, found.hit.id)
+            check = start_check(launch, before, found.cache, found.key,
+                                found.hit.config, apply)  # fmt: skip
+            if check is not None and not launch.in_process:
+                Waiter(launch, apply, outcome=outcome, check=check).install()
         return
     if found.cache is not None:
         apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
@@ -273,7 +289,7 @@ def start(launch: Launch, apply: Apply) -> None:
         assert found.error is not None
         apply(failed(MODULE_FORM, found.error))
         return
-    Waiter(launch, found.evaluation, apply).install()
+    Waiter(launch, apply, evaluation=found.evaluation).install()
 
 
 def start_check(
@@ -287,34 +303,54 @@ def start_check(
     """The background check of a cached answer: a child that evaluates again,
     ignoring the entry (``child --check``), at the lowest CPU priority from its
     start, watching this process as an evaluating child does (it ends when
-    this process does, whatever ends it; at exit this process ends it). One
-    per node: the child gives way when another process of the node checks. It
-    corrects the entry and says so, itself, in one line on this process's
-    stderr when its answer differs; nothing at all when the log level is
-    quiet. This process never waits for it. A check that cannot start is one
+    this process does, whatever ends it; at exit this process ends it). It
+    waits for any other check of the node to end first. It corrects the entry
+    and says so, itself, in one line on this process's stderr when its answer
+    differs (nothing at all when the log level is quiet), then prints its
+    verdict. This process never waits for it. A check that cannot start is one
     line in verbose mode, and the entry stays as it is; never a failure."""
     level, _ = log_level(environ)
     options = ["--parent", str(os.getpid()), "--cache", cache.path,
                "--key", cache_key, "--check", encode_inputs(taken.inputs)]  # fmt: skip
     try:
-        return Child(interpreter_of(launch, environ), options, launch.args,
-                     environ, say=level != QUIET)  # fmt: skip
+        child = Child(interpreter_of(launch, environ), options, launch.args,
+                      environ, say=level != QUIET)  # fmt: skip
     except Exception as exc:
         apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
                       "the cached value stays"))  # fmt: skip
         return None
+    with contextlib.suppress(OSError):  # idle from its first instruction on
+        lower_priority_of(child.pid)
+    return child
 
 
 class Waiter:
-    """Holds a pending outcome until the value is needed, then applies it. The
-    process starts it watches are ``spawns``'."""
+    """Holds a pending outcome until the value is needed, then applies it; and
+    heeds the verdict of a check of an answer the launch did not evaluate (a
+    cache's, a peer's): a stale one's correction goes to every process started
+    from then on (torchrun's restarts, later workers). The process starts it
+    watches are ``spawns``'."""
 
-    def __init__(self, launch: Launch, evaluation: Evaluation, apply: Apply) -> None:
+    def __init__(
+        self,
+        launch: Launch,
+        apply: Apply,
+        *,
+        evaluation: Evaluation | None = None,
+        outcome: Outcome | None = None,
+        check: Child | None = None,
+    ) -> None:
         self.launch = launch
-        self.evaluation = evaluation
         self.apply = apply
-        self.outcome: Outcome | None = None
+        self.evaluation = evaluation
+        """The evaluation whose answer is awaited (None: the outcome is in)."""
+        self.outcome = outcome
         """The concluded outcome, once it is."""
+        self.check = check
+        """A check whose verdict may come (the evaluation's own child, when it
+        found its answer without evaluating)."""
+        self.stale: Outcome | None = None
+        """The outcome a check's verdict corrected."""
         self.abandoned = False
         """Set when the wait was cut short (a signal) or the process exits: no
         waiting any more."""
@@ -344,9 +380,10 @@ class Waiter:
 
     def need(self, environ: MutableMapping[str, str] | None = None) -> None:
         """The value is needed now: wait for it (once, in one thread; the
-        others wait for that one), then put it where the process about to
-        start will see it. Raises only what is not the evaluation's: the
-        process start or import it guards must not fail for our sake."""
+        others wait for that one), heed a check's verdict if one came, then
+        put the value where the process about to start will see it. Raises
+        only what is not the evaluation's: the process start or import it
+        guards must not fail for our sake."""
         try:
             self._need(environ)
         except BaseException as exc:
@@ -354,24 +391,33 @@ class Waiter:
                 raise
 
     def _need(self, environ: MutableMapping[str, str] | None) -> None:
-        if self.outcome is None and not self.abandoned and os.getpid() == self.owner:
+        owner = os.getpid() == self.owner
+        if self.outcome is None and not self.abandoned and owner:
             with self.lock:  # the others wait for the one that asks
                 if not self.asked and not self.abandoned:
                     self.asked = True
                     self.outcome = self._conclude()
-                    self.wrappers.remove()
                     self.apply(self.outcome)
-        self.evaluation.child.reap()  # a child that answered and ended: no zombie
+        if self.evaluation is not None:
+            self.evaluation.child.reap()  # one that answered and ended: no zombie
+        if owner and not self.abandoned:
+            with self.lock:
+                self._heed()
+        if self.outcome is not None and self.check is None:
+            self.wrappers.remove()
         outcome = self.outcome
         if environ is not None and environ is not os.environ and outcome is not None:
-            give(outcome, environ, self.apply)
+            give(outcome, environ, self.apply, stale=self.stale)
 
     def _conclude(self) -> Outcome:
+        assert self.evaluation is not None
         try:
             answer = self.evaluation.answer()
             self.evaluation.child.linger = STORE_SECONDS  # to store the answer
             cached = answer.how != EVALUATED
-            return conclude(os.environ, self.launch, _result(answer), cached=cached)
+            if cached and not self.launch.in_process:  # its check's verdict
+                self.check = self.evaluation.child
+            return conclude(os.environ, self.launch, answer.result(), cached=cached)
         except BaseException as exc:
             if is_foreign(exc):
                 self.abandoned = True
@@ -379,6 +425,30 @@ class Waiter:
                 raise
             # Never a traceback from our own failure.
             return failed(MODULE_FORM, ConfigError(internal_error(exc)))
+
+    def _heed(self) -> None:
+        """A check's verdict, if it came: a stale answer's correction replaces
+        ours in this process's environment (quietly: the check said it)."""
+        check = self.check
+        if check is None or self.outcome is None:
+            return
+        try:
+            line = check.read_line(time.monotonic())  # waits for nothing
+        except OSError:
+            line = b""
+        if line is None:
+            return  # not yet
+        self.check = None
+        try:
+            verdict = Verdict.from_json(json.loads(line))
+        except (ValueError, ConfigError):  # it ended without one
+            return
+        if verdict.answer is None:
+            return
+        corrected = conclude(os.environ, self.launch, verdict.answer.result())
+        self.stale, self.outcome = self.outcome, corrected
+        take_back(self.stale, os.environ)
+        self.apply(corrected, quiet=True)
 
     def at_exit(self) -> None:
         """No more waiting (the child itself ends at exit: ``process.Child``;

@@ -20,6 +20,7 @@ from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from .._environ import INPUTS, ORIGIN, QUEUES
+from .._model import encode_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,10 +87,26 @@ def give(
     outcome: Outcome,
     environ: MutableMapping[str, str],
     apply: Callable[..., None],
+    *,
+    stale: Outcome | None = None,
 ) -> None:
     """A mapping made before the value arrived lacks it: add it (quietly:
-    the line was said). One that has a value or a marker of its own (the
-    launcher's) keeps it."""
+    the line was said); one made before a check corrected it holds the
+    ``stale`` outcome's value: replace it. One that has a value or a marker of
+    its own (the launcher's) keeps it."""
+    if stale is not None and environ.get(ORIGIN) == stale.marker:
+        take_back(stale, environ)
     if QUEUES in environ or ORIGIN in environ or INPUTS in environ:
         return
     apply(outcome, environ, quiet=True)
+
+
+def take_back(outcome: Outcome, environ: MutableMapping[str, str]) -> None:
+    """Remove what ``outcome`` set from ``environ``, where it is still as set."""
+    for name, value in (
+        (QUEUES, None if outcome.queues is None else str(outcome.queues)),
+        (ORIGIN, outcome.marker),
+        (INPUTS, None if outcome.inputs is None else encode_inputs(outcome.inputs)),
+    ):
+        if value is not None and environ.get(name) == value:
+            del environ[name]

@@ -28,7 +28,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 def waiter() -> tuple[parent.Waiter, FakeEvaluation, Applied]:
     evaluation = FakeEvaluation()
     applied = Applied()
-    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=evaluation)  # type: ignore[arg-type]
     return w, evaluation, applied
 
 

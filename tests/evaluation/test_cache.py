@@ -24,6 +24,13 @@ CONFIG = Config(INPUTS, SETTINGS)
 RESULT = ANSWER["config"]  # an entry's result, as JSON
 REFUSED = Answer(refusal=ConfigError("no"))
 
+
+def config_of(found: tuple[Any, str]) -> tuple[Config | None, str]:
+    """A lookup's entry by its config, with the lookup's phrase."""
+    entry, phrase = found
+    return (None if entry is None else entry.config), phrase
+
+
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
 
 
@@ -140,7 +147,7 @@ def cache(tmp_path: Path) -> Cache:
 def test_an_entry_round_trips(cache: Cache) -> None:
     assert cache.lookup("k", {}) == (None, "no entry")
     cache.store("k", CONFIG, NO_DEPS)
-    assert cache.lookup("k", {}) == (CONFIG, "hit")
+    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
     path = Path(cache.entry("k"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()  # compact: torchtitan's are hundreds of KB as it is
@@ -210,7 +217,7 @@ def test_an_entry_on_a_read_only_mount_is_still_used(
         raise OSError(30, "Read-only file system")
 
     monkeypatch.setattr(_cache.os, "utime", read_only)
-    assert cache.lookup("k", {}) == (CONFIG, "hit")
+    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
@@ -373,7 +380,7 @@ def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     assert cache is not None and problem == ""
     for k in K[:3]:  # used: over the bound of 1
         cache.store(k, CONFIG, NO_DEPS)
-        assert cache.lookup(k, {}) == (CONFIG, "hit")
+        assert config_of(cache.lookup(k, {})) == (CONFIG, "hit")
     cache.prune()
     after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     assert {n: d for n, d in after.items() if n in before} == before  # byte for byte
@@ -629,20 +636,23 @@ def test_per_job_variables_are_not_in_the_key(
     assert key(args, job) == key(args, {k: v + "2" for k, v in job.items()})
 
 
-def test_an_entry_of_the_first_format_is_not_read(cache: Cache) -> None:
-    assert _cache.FORMAT == 2
-    cache._write(cache.entry("k"), json.dumps({"format": 1, "result": RESULT,
+@pytest.mark.parametrize("old", [1, 2])
+def test_an_entry_of_an_earlier_format_is_not_read(cache: Cache, old: int) -> None:
+    """Format 2 had no id: its times taken unchecked could not be counted."""
+    assert _cache.FORMAT == 3
+    cache._write(cache.entry("k"), json.dumps({"format": old, "result": RESULT,
                                                "deps": NO_DEPS}))  # fmt: skip
     assert cache.lookup("k", {}) == (None, "entry of another format")
 
 
-def test_only_a_directory_the_cache_made_or_found_empty_is_pruned(
+def test_only_a_directory_the_cache_made_is_tagged_and_pruned(
     tmp_path: Path,
 ) -> None:
     """Was: a folder of the user's holding JSON files named by md5 (names of
     the cache's own form) lost the oldest of them. Now only a directory that
-    holds the cache's tag is pruned: one it made, one it found empty, or the
-    default location, named after the package."""
+    holds the cache's tag is pruned, and only one the cache made is tagged:
+    an empty folder of the user's got a CACHEDIR.TAG, and whatever the user put
+    there later was skipped by backups (issue #28)."""
     user = tmp_path / "runs"
     user.mkdir(mode=0o700)
     theirs = {}
@@ -662,12 +672,14 @@ def test_only_a_directory_the_cache_made_or_found_empty_is_pruned(
         "Signature: 8a477f597d28d172789f06886806bc55\n")  # fmt: skip
     (tmp_path / "empty").mkdir(mode=0o700)
     empty, _ = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "empty")})
-    assert empty is not None and empty.tagged()
+    assert empty is not None and not empty.tagged()
+    assert os.listdir(tmp_path / "empty") == []
     default = tmp_path / "xdg" / "rocm-hwq-autoset"
-    default.mkdir(parents=True, mode=0o700)
-    (default / f"{'a' * 32}.json").write_text("{}")  # an earlier version's
+    default.mkdir(parents=True, mode=0o700)  # not made by the cache
     found, _ = open_cache({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
-    assert found is not None and found.tagged()
+    assert found is not None and not found.tagged()
+    made, _ = open_cache({"XDG_CACHE_HOME": str(tmp_path / "xdg2")})
+    assert made is not None and made.tagged()
     # A tag that is not ours, or a link to one, marks nothing.
     (user / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
     assert not cache.tagged()

@@ -4,19 +4,21 @@ so once; its log level, its lock, its priority, its bound."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._evaluation.cache import Cache, host
+from rocm_hwq_autoset._evaluation.answer import Verdict
+from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._model import encode_inputs
 
 from .children import Forked, answer, child, evaluations
 
@@ -75,6 +77,18 @@ def checking(world: dict[str, str], cached: str, *, say: bool = True,
     return out, said
 
 
+def verdict(out: str) -> tuple[str, str | None]:
+    """A check's one line on stdout: its verdict, and the fresh inputs of a
+    stale one."""
+    [line] = out.splitlines()
+    found = Verdict.from_json(json.loads(line))
+    fresh = found.answer
+    inputs = None
+    if fresh is not None and fresh.config is not None:
+        inputs = encode_inputs(fresh.config.inputs)
+    return found.kind, inputs
+
+
 def entry(world: dict[str, str], key: str = "k" * 32) -> Any:
     path = Path(world["CACHE"], f"{key}.json")
     return json.loads(path.read_text()) if path.exists() else None
@@ -86,7 +100,8 @@ def test_a_check_that_agrees_refreshes_the_entry_and_says_nothing(
     assert answer(child(flagged, FLAG))["inputs"] == TP1
     stamp = Path(flagged["CACHE"], f"{'k' * 32}.json").stat().st_mtime_ns
     time.sleep(0.01)
-    assert checking(flagged, TP1) == ("", [])
+    out, said = checking(flagged, TP1)
+    assert (verdict(out), said) == (("same", None), [])
     assert entry(flagged)["result"]["inputs"] == TP1
     assert Path(flagged["CACHE"], f"{'k' * 32}.json").stat().st_mtime_ns > stamp
     assert evaluations(flagged) == 2  # it evaluated, ignoring the entry
@@ -99,7 +114,7 @@ def test_a_check_that_finds_the_entry_stale_corrects_it_and_says_so_once(
     Path(flagged["WORK"], "tp2.flag").write_text("")  # no recording sees this
     assert answer(child(flagged, FLAG))["how"] == "cache"  # the hole
     out, said = checking(flagged, TP1)
-    assert out == ""
+    assert verdict(out) == ("stale", TP2)  # for the launcher's next processes
     assert said == [
         "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
         " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
@@ -124,19 +139,41 @@ def test_the_checks_line_follows_the_log_level(
     assert entry(flagged)["result"]["inputs"] == TP2  # corrected all the same
 
 
-def test_a_check_while_another_of_the_node_checks_does_nothing(
+def built(world: dict[str, str]) -> list[tuple[float, float]]:
+    """When each evaluation began and ended building its config."""
+    began: dict[int, float] = {}
+    spans = []
+    for line in Path(world["STANDIN_LOG"]).read_text().splitlines():
+        record = json.loads(line)
+        if record[0] == "parse_args":
+            began[record[1]] = record[-1]
+        elif record[0] == "built":
+            spans.append((began.pop(record[1]), record[2]))
+    return sorted(spans)
+
+
+def test_two_checks_of_one_node_never_run_at_once_and_both_tell(
     flagged: dict[str, str],
 ) -> None:
+    """Two launches at once, two real check processes: the second waits for
+    the node's check lock (an exclusive one) and then checks for its own
+    launch, in its own environment, and says so to it; was: it gave way, and
+    its launch was never told (issue #28)."""
     answer(child(flagged, FLAG))
     Path(flagged["WORK"], "tp2.flag").write_text("")
-    lock = os.open(Path(flagged["CACHE"], f"{'k' * 32}.{host()}.check"),
-                   os.O_RDWR | os.O_CREAT, 0o600)  # fmt: skip
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        assert checking(flagged, TP1) == ("", [])
-    finally:
-        os.close(lock)
-    assert evaluations(flagged) == 1 and entry(flagged)["result"]["inputs"] == TP1
+    both: list[tuple[str, list[str]]] = []
+    threads = [threading.Thread(target=lambda: both.append(
+        checking(flagged, TP1, STANDIN_SLEEP="1")))
+        for _ in range(2)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (_, first_end), (second_start, _) = built(flagged)[1:]  # after the entry's
+    assert second_start >= first_end, "two checks of one node ran at once"
+    # Each launch took TP1: each is told, in its own launch.
+    assert [verdict(out) for out, _ in both] == [("stale", TP2)] * 2
+    assert [len(said) for _, said in both] == [1, 1]
 
 
 def test_a_check_that_fails_keeps_the_entry_and_says_so_only_when_verbose(
@@ -223,7 +260,8 @@ def test_a_stale_entry_the_check_cannot_correct_is_removed(
     try:
         forked = Forked(tmp_path, [*options, "--", *FLAG], ROCM_HWQ_AUTOSET="0")
         os.close(write)
-        assert forked.finish() == (0, "")
+        status, out = forked.finish()
+        assert (status, verdict(out)) == (0, ("stale", TP2))
         with os.fdopen(read) as lines:
             said = lines.read()
     finally:

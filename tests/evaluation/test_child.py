@@ -159,7 +159,7 @@ def test_an_internal_error_is_the_answer(monkeypatch: pytest.MonkeyPatch) -> Non
         raise RuntimeError("a bug of ours")
 
     monkeypatch.setattr(child_module, "read_config", broken)
-    assert child_module._evaluated(RECIPE, None).to_json() == {
+    assert child_module._evaluate_here(RECIPE, None).to_json() == {
         "failed": "internal error (RuntimeError: a bug of ours)",
         "how": "evaluated",
     }

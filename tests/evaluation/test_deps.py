@@ -3,6 +3,7 @@ notes, and the rule of what counts, each side of it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -386,7 +387,8 @@ def test_an_entry_is_not_stored_when_its_record_changed_during(
     monkeypatch.setattr(recorder, "deps", changed_during)
     from tests.fake_child import ANSWER
 
-    _child._share(cache, "k", Answer.from_json(ANSWER), recorder)
+    quiet = argparse.Namespace(say=None)
+    _child._share(cache, "k", Answer.from_json(ANSWER), recorder, quiet)
     assert not Path(cache.entry("k")).exists()
     published = cache.published("k")[1]
     assert published["answer"] == ANSWER and published["deps"] is None

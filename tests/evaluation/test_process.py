@@ -44,8 +44,7 @@ def result_of(evaluation: parent.Evaluation) -> tuple[Config | ConfigError, bool
     """An evaluation's answer as the launcher takes it: the config or the error,
     and whether it was found without evaluating."""
     answer = evaluation.answer()
-    error = answer.error
-    return (answer.config if error is None else error), answer.how != "evaluated"
+    return answer.result(), answer.how != "evaluated"
 
 
 def test_the_child_is_told_what_to_do(
@@ -227,7 +226,7 @@ def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
 ) -> None:
     """A launcher that goes on starting workers leaves no zombie behind."""
     evaluation = parent.Evaluation(pending(), fake_child)
-    w = parent.Waiter(pending(), evaluation, Applied())
+    w = parent.Waiter(pending(), Applied(), evaluation=evaluation)
     try:
         w.audit(POPEN, popen_args({}))  # the child answers, then ends
         pid = evaluation.child.pid

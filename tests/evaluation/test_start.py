@@ -42,9 +42,12 @@ class Installed:
 
     made: ClassVar[list[Installed]] = []
 
-    def __init__(self, launch: Launch, evaluation: parent.Evaluation,
-                 apply: Applied) -> None:  # fmt: skip
+    def __init__(self, launch: Launch, apply: Applied, *,
+                 evaluation: parent.Evaluation | None = None,
+                 outcome: Outcome | None = None,
+                 check: Any = None) -> None:  # fmt: skip
         self.launch, self.evaluation, self.apply = launch, evaluation, apply
+        self.outcome, self.check = outcome, check
         self.installed = False
         Installed.made.append(self)
 
@@ -67,22 +70,31 @@ def starting(
     monkeypatch.delenv("ROCM_HWQ_AUTOSET_CACHE", raising=False)
     monkeypatch.setattr(parent, "Waiter", Installed)
     monkeypatch.setattr(Installed, "made", [])
+    # The fake child at its normal priority: on a busy machine one at the
+    # lowest would wait long for a CPU (what is asked for is held below).
+    lowered: list[int] = []
+    monkeypatch.setattr(parent, "lower_priority_of", lowered.append)
     exits: list[Any] = []
     monkeypatch.setattr(parent.atexit, "register", exits.append)
 
     def run(launch: Launch) -> tuple[list[Outcome], Any, list[str]]:
         applied = Applied()
         exits.clear()
+        Installed.made.clear()
         parent.start(launch, applied)
         assert all(environs == () for _, environs, _ in applied.calls)
         said = [outcome for outcome, _, _ in applied.calls]
-        if not Installed.made:
+        if not Installed.made or Installed.made[-1].evaluation is None:
             checks = [getattr(f, "__self__", None) for f in exits]
             if not checks:
                 assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
                 return said, None, []
             [check] = checks
             assert isinstance(check, process.Child)
+            if Installed.made:  # a launcher heeds its verdict
+                [waiter] = Installed.made
+                assert waiter.installed and waiter.check is check
+                assert waiter.outcome is said[0]
             check.process.wait(30)
             child = started(fake_child)[-1]
             return said, check, child["argv"]
@@ -94,6 +106,7 @@ def starting(
         child = started(fake_child)[-1]
         return said, waiter, child["argv"]
 
+    run.lowered = lowered  # type: ignore[attr-defined]
     yield run
     for at_exit in exits:
         at_exit()
@@ -108,9 +121,10 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
         ("skip", "cache: no entry; evaluating")
     ]
     cache_key = launch_key(pending(), os.environ)
-    assert argv == ["--parent", str(os.getpid()), "--cache", str(tmp_path / "cache"),
-                    "--key", cache_key, "--path0", os.getcwd(),
-                    "--", *ARGS]  # fmt: skip
+    assert argv[:7] == ["--parent", str(os.getpid()), "--cache",
+                        str(tmp_path / "cache"), "--key", cache_key,
+                        "--checks"]  # fmt: skip
+    assert argv[7] == "--say" and argv[9:] == ["--path0", os.getcwd(), "--", *ARGS]
 
 
 def store_entry(deps: dict[str, Any] | None = None) -> Cache:
@@ -137,6 +151,7 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
                         "--key", cache_key, "--check", encode_inputs(INPUTS),
                         "--say"]  # fmt: skip
     assert argv[10:] == ["--path0", os.getcwd(), "--", *ARGS]
+    assert starting.lowered == [check.pid]  # idle from its first instruction
     [child] = started(dict(os.environ))
     assert child["switch"] == "0" and child["pgid"] == child["pid"]  # its own group
     assert child["queues"] is None  # the environment before the value was set

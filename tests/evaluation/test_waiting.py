@@ -81,7 +81,7 @@ def test_only_a_popen_mapping_is_given_the_value_at_its_event(
 
 def test_the_training_process_waits_before_it_imports_torch() -> None:
     evaluation = FakeEvaluation()
-    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
+    w = parent.Waiter(pending(in_process=True), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
     w.audit("import", ("torchvision", None, [], [], []))
     assert evaluation.calls == []
     w.audit("import", ("torch", None, [], [], []))
@@ -90,7 +90,7 @@ def test_the_training_process_waits_before_it_imports_torch() -> None:
     assert evaluation.calls == ["answer"]
     # A torch module first (a launcher's own import hook may hide torch's): too.
     evaluation = FakeEvaluation()
-    w = parent.Waiter(pending(in_process=True), evaluation, Applied())  # type: ignore[arg-type]
+    w = parent.Waiter(pending(in_process=True), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
     w.audit("import", ("torch.cuda", None, [], [], []))
     assert evaluation.calls == ["answer"]
 
@@ -147,7 +147,7 @@ def test_a_rank_started_without_a_launcher_counts_its_world_size(
     monkeypatch.setenv("WORLD_SIZE", "2")
     applied = Applied()
     evaluation = FakeEvaluation(DENSE_TP2)
-    w = parent.Waiter(pending(in_process=True), evaluation, applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(in_process=True), applied, evaluation=evaluation)  # type: ignore[arg-type]
     w.audit("import", ("torch", None, [], [], []))
     [(outcome, _, _)] = applied.calls
     assert (outcome.queues, outcome.marker) == (4, "4 --module")
@@ -156,7 +156,7 @@ def test_a_rank_started_without_a_launcher_counts_its_world_size(
 
 def test_two_threads_starting_workers_both_wait_and_both_get_it() -> None:
     evaluation = FakeEvaluation(delay=0.3)
-    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
     envs: list[dict[str, str]] = [{}, {}]
     threads = [threading.Thread(target=w.audit, args=(POPEN, popen_args(env)))
                for env in envs]  # fmt: skip
@@ -180,7 +180,7 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
     elif how == "SystemExit":
         evaluation.raises = SystemExit(3)
     applied = Applied()
-    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=evaluation)  # type: ignore[arg-type]
     expected = {"handler": Stop, "KeyboardInterrupt": KeyboardInterrupt,
                 "SystemExit": SystemExit}[how]  # fmt: skip
 
@@ -208,7 +208,7 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
 def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     evaluation = FakeEvaluation(raises=RuntimeError("a bug of ours"))
     applied = Applied()
-    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=evaluation)  # type: ignore[arg-type]
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # no exception: the worker starts
     [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
@@ -260,7 +260,7 @@ def test_a_process_the_evaluation_starts_while_waited_for_does_not_wait() -> Non
     evaluation is asked once and its answer applied once."""
     applied = Applied()
     evaluation = FakeEvaluation()
-    w = parent.Waiter(pending(), evaluation, applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=evaluation)  # type: ignore[arg-type]
     evaluation.meanwhile = lambda: w.audit(POPEN, popen_args(None))
     w.need()
     assert evaluation.calls == ["answer"]
@@ -390,7 +390,7 @@ def test_wrappers_are_put_back_once_the_value_is_in(
 
     originals = [os.posix_spawn, os.execve, _posixsubprocess.fork_exec]
     applied = Applied()
-    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=FakeEvaluation())  # type: ignore[arg-type]
     monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
     monkeypatch.delattr(os, "posix_spawnp")  # a platform without it: no matter
     w.install()
@@ -405,7 +405,7 @@ def test_a_wrapped_function_removed_meanwhile_does_not_stop_the_value(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     applied = Applied()
-    w = parent.Waiter(pending(), FakeEvaluation(), applied)  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), applied, evaluation=FakeEvaluation())  # type: ignore[arg-type]
     monkeypatch.setattr(sys, "addaudithook", lambda hook: None)  # not for the tests
     w.install()
     del os.execve  # a library of the launcher took it away
@@ -432,7 +432,7 @@ def test_processes_started_without_a_mapping_of_their_own_get_the_value(
     for name in ("GPU_MAX_HW_QUEUES", "ROCM_HWQ_AUTOSET_ORIGIN", "LOCAL_RANK"):
         os.environ.pop(name, None)
     os.environ["ROCM_HWQ_AUTOSET_LOG"] = "quiet"
-    w = parent.Waiter(pending(), FakeEvaluation(delay=0.2), _hook.apply)
+    w = parent.Waiter(pending(), _hook.apply, evaluation=FakeEvaluation(delay=0.2))
     w.install()
     out = tmp_path / "seen"
     write = (f"import os; open({str(out)!r}, 'w')"
@@ -474,7 +474,7 @@ def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
     import ctypes
 
     evaluation = FakeEvaluation(delay=0.2)
-    w = parent.Waiter(pending(), evaluation, Applied())  # type: ignore[arg-type]
+    w = parent.Waiter(pending(), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
     seen = tmp_path / "seen"
     pid = ctypes.CDLL(None).fork()
     if pid == 0:  # the copy: as far from Python's fork as code can be

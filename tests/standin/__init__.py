@@ -46,10 +46,20 @@ class ConfigManager:
             with open(os.environ["STANDIN_LOG"], "a") as log:
                 log.write(json.dumps(["parse_args", os.getpid(), args,
                                       os.environ.get("HIP_VISIBLE_DEVICES"),
-                                      os.environ.get("ROCM_HWQ_AUTOSET")]) + "\\n")
+                                      os.environ.get("ROCM_HWQ_AUTOSET"),
+                                      __import__("time").time()]) + "\\n")
         if os.environ.get("STANDIN_SLEEP"):  # a config that takes long to build
             import time
             time.sleep(float(os.environ["STANDIN_SLEEP"]))
+        if os.environ.get("STANDIN_BURN"):  # one that computes that long
+            import time
+            end = time.process_time() + float(os.environ["STANDIN_BURN"])
+            while time.process_time() < end:
+                pass
+        if os.environ.get("STANDIN_LOG"):  # when it was built
+            import time
+            with open(os.environ["STANDIN_LOG"], "a") as log:
+                log.write(json.dumps(["built", os.getpid(), time.time()]) + "\\n")
         module = config_name = None
         rest = []
         i = 0
