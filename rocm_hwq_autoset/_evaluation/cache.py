@@ -108,27 +108,38 @@ def location(environ: Mapping[str, str]) -> str:
     literal ``~`` in the working directory. ``ConfigError`` for a
     ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is none of."""
     chosen = environ.get(CACHE_DIR)
+    home = _home(environ)
     if chosen:
-        path = os.path.expanduser(chosen)
-        if path.startswith("~"):
-            raise ConfigError(f"{chosen!r}: there is no home directory here", CACHE_DIR)
-        return os.path.abspath(path)
+        path = chosen
+        if chosen == "~" or chosen.startswith("~/"):
+            if home is None:
+                problem = f"{chosen!r}: there is no home directory here"
+                raise ConfigError(problem, CACHE_DIR)
+            path = home + chosen[1:]
+        return os.path.abspath(os.path.expanduser(path))  # "~user/..." too
     xdg = environ.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):  # the XDG spec ignores a relative one
         return os.path.join(xdg, NAME)
-    home = environ.get("HOME", "")
-    if not os.path.isabs(home):  # unset, empty or relative: the passwd entry's
-        try:
-            import pwd
-
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (ImportError, KeyError):  # a uid with no passwd entry
-            home = ""
-    if not os.path.isabs(home):
+    if home is None:
         import tempfile
 
         return os.path.join(tempfile.gettempdir(), f"{NAME}-{os.getuid()}")
     return os.path.join(home, ".cache", NAME)
+
+
+def _home(environ: Mapping[str, str]) -> str | None:
+    """This user's home: ``HOME`` when it is an absolute path, else the passwd
+    entry's; None for a uid with neither."""
+    home = environ.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    try:
+        import pwd
+
+        found = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):  # a uid with no passwd entry
+        return None
+    return found if os.path.isabs(found) else None
 
 
 def key(
@@ -223,11 +234,14 @@ class Cache:
         return os.path.join(self.path, f"{key}.{host()}.served")
 
     def unchecked(self, key: str, entry_id: str) -> int:
-        """How many times this node took the entry ``entry_id`` unchecked."""
+        """How many times this node took the entry ``entry_id`` unchecked (a
+        record that cannot be trusted or read: as many as may be)."""
         try:
             data = _read_trusted(self.served_file(key), MAX_SERVED_BYTES)
-        except (OSError, ConfigError):
+        except FileNotFoundError:
             return 0
+        except (OSError, ConfigError):
+            return MAX_UNCHECKED
         return data.split().count(entry_id.encode())
 
     def served(self, key: str, entry_id: str) -> None:

@@ -135,18 +135,19 @@ class Child:
 
     def read_line(self, deadline: float) -> bytes | None:
         """The child's next line (at its end: what it wrote before EOF, ``b""``
-        for nothing); None at the deadline (``time.monotonic()``). ``OSError``
+        for nothing); None if it has none by the deadline (``time.monotonic()``;
+        one already past: what is there now, waiting for nothing). ``OSError``
         if the pipe cannot be read."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         while b"\n" not in self._buffer and not self._eof:
             if len(self._buffer) > MAX_LINE_BYTES:
                 break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
+            remaining = max(deadline - time.monotonic(), 0)
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
+                if remaining == 0:
+                    return None
                 continue
             chunk = os.read(fd, 65536)
             self._eof = not chunk

@@ -51,9 +51,39 @@ def test_location(environ: dict[str, str], where: str) -> None:
 
 
 def test_without_home_the_users_home_is_asked() -> None:
-    home = os.path.expanduser("~")
-    assert location({}) == os.path.join(home, ".cache", "rocm-hwq-autoset")
-    assert location({"HOME": ""}) == os.path.join(home, ".cache", "rocm-hwq-autoset")
+    import pwd
+
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    for environ in ({}, {"HOME": ""}, {"HOME": "relative"}):
+        assert location(environ) == os.path.join(home, ".cache", "rocm-hwq-autoset")
+
+
+def test_a_uid_with_no_home_gets_a_folder_in_the_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Was: ``HOME`` unset for a uid with no passwd entry made the cache in
+    ``./~/.cache/rocm-hwq-autoset`` in the job's working directory, where a
+    user cleaning it with ``rm -rf ~`` loses their home (issue #28)."""
+    import pwd
+    import tempfile
+
+    def unknown(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    where = str(tmp_path / f"rocm-hwq-autoset-{os.getuid()}")
+    assert location({}) == where
+    cache, _ = open_cache({"HOME": ""})
+    assert cache is not None and cache.path == where
+    assert not any(name.startswith("~") for name in os.listdir(tmp_path))
+    assert stat.S_IMODE(os.stat(where).st_mode) == 0o700
+    with pytest.raises(ConfigError) as caught:
+        location({"ROCM_HWQ_AUTOSET_CACHE_DIR": "~/cache", "HOME": ""})
+    assert str(caught.value) == (
+        "ROCM_HWQ_AUTOSET_CACHE_DIR: '~/cache': there is no home directory here"
+    )
 
 
 def test_the_switch(tmp_path: Path) -> None:
@@ -153,6 +183,41 @@ def test_an_entry_round_trips(cache: Cache) -> None:
     text = path.read_text()  # compact: torchtitan's are hundreds of KB as it is
     assert text == json.dumps(json.loads(text), separators=(",", ":"))
     assert sorted(os.listdir(cache.path)) == ["k.json"]  # nothing temporary left
+
+
+def test_an_entry_is_taken_at_most_twice_unchecked_on_a_node(cache: Cache) -> None:
+    """Issue #28: an entry whose every check ended first (short runs, a busy
+    node) was served again and again. Each time this node takes it counts;
+    the third lookup misses, and a check storing it anew starts again."""
+    cache.store("k", CONFIG, NO_DEPS)
+    for times in range(_cache.MAX_UNCHECKED):
+        entry, phrase = cache.lookup("k", {})
+        assert entry is not None and phrase == "hit"
+        assert cache.unchecked("k", entry.id) == times
+        cache.served("k", entry.id)
+    assert cache.lookup("k", {}) == (
+        None, "taken 2 times on this node with no check of it completed"
+    )  # fmt: skip
+    cache.store("k", CONFIG, NO_DEPS)  # a check that completed: a new id
+    entry, phrase = cache.lookup("k", {})
+    assert phrase == "hit" and entry is not None
+    assert cache.unchecked("k", entry.id) == 0
+    assert sorted(os.listdir(cache.path)) == ["k.json", f"k.{_cache.host()}.served"]
+
+
+def test_the_times_taken_stay_small_and_private(cache: Cache) -> None:
+    cache.store("k", CONFIG, NO_DEPS)
+    entry, _ = cache.lookup("k", {})
+    assert entry is not None
+    for _ in range(_cache.MAX_SERVED_BYTES // 17 + 3):  # 16 hex digits a line
+        cache.served("k", "0" * 16)
+    path = Path(cache.served_file("k"))
+    assert path.stat().st_size <= _cache.MAX_SERVED_BYTES
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    cache.served("k", entry.id)
+    assert cache.unchecked("k", entry.id) == 1
+    path.chmod(0o622)  # writable by others: not trusted, counted as the most
+    assert cache.unchecked("k", entry.id) == _cache.MAX_UNCHECKED
 
 
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:

@@ -4,6 +4,7 @@ so once; its log level, its lock, its priority, its bound."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from rocm_hwq_autoset._evaluation.answer import Verdict
 from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._model import encode_inputs
 
-from .children import Forked, answer, child, evaluations
+from .children import Forked, answer, child, evaluations, flat
 
 #: A recipe whose degree comes from a file read only by os.path.exists: no
 #: recording sees that (no audit event), so only a check can tell.
@@ -36,6 +37,8 @@ def flag():
 """
 
 FLAG = ["--module", "exists_recipes", "--config", "flag"]
+
+NO_DEPS: dict[str, Any] = {"env": {}, "files": [], "dirs": [], "lists": []}
 
 TP1 = ("cp=1,cudagraph=1,dp_replicate=1,dp_shard=-1,ep=1,moe=0,moe_from=traverse,"
        "overlap=0,pp=1,tp=1")  # fmt: skip
@@ -75,6 +78,28 @@ def checking(world: dict[str, str], cached: str, *, say: bool = True,
         said = lines.read().splitlines()
     assert (process.returncode, err) == (status, "")
     return out, said
+
+
+def finding(world: dict[str, str], **env: str) -> tuple[list[str], list[str]]:
+    """A child that checks what it finds without evaluating (``--checks``, as
+    the hook starts the node's one): its lines on stdout and on its ``--say``."""
+    os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
+    read, write = os.pipe()
+    options = ["--cache", world["CACHE"], "--key", "k" * 32, "--checks",
+               "--say", str(write)]  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+         *FLAG],
+        cwd=world["WORK"], env={**world, "ROCM_HWQ_AUTOSET": "0", **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
+        start_new_session=True,
+    )  # fmt: skip
+    os.close(write)
+    out, err = process.communicate(timeout=60)
+    with os.fdopen(read) as lines:
+        said = lines.read().splitlines()
+    assert (process.returncode, err) == (0, "")
+    return out.splitlines(), said
 
 
 def verdict(out: str) -> tuple[str, str | None]:
@@ -137,6 +162,64 @@ def test_the_checks_line_follows_the_log_level(
     _, said = checking(flagged, TP1, ROCM_HWQ_AUTOSET_LOG=level)
     assert len(said) == (0 if level == "quiet" else 1)
     assert entry(flagged)["result"]["inputs"] == TP2  # corrected all the same
+
+
+def test_an_answer_the_child_found_itself_is_checked(flagged: dict[str, str]) -> None:
+    """The launcher missed (a variable a ``sitecustomize`` sets after the hook
+    ran, say) and its child found the entry: that answer was never checked
+    (issue #28). Now the child answers, then checks, says, and gives its
+    verdict; an evaluated answer is not checked again."""
+    lines, said = finding(flagged)  # the first: evaluated here
+    assert len(lines) == 1 and flat(json.loads(lines[0]))["how"] == "evaluated"
+    Path(flagged["WORK"], "tp2.flag").write_text("")
+    lines, said = finding(flagged)
+    taken, checked = lines
+    assert (flat(json.loads(taken))["how"], flat(json.loads(taken))["inputs"]) == (
+        "cache", TP1)  # fmt: skip
+    assert verdict(checked) == ("stale", TP2)
+    assert len(said) == 1 and "was stale" in said[0]
+    assert entry(flagged)["result"]["inputs"] == TP2
+
+
+def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> None:
+    """A rank that took another launch's published answer checks it."""
+    from rocm_hwq_autoset._evaluation.answer import Answer, config_from_json
+
+    answer(child(flagged, FLAG))  # TP1, as any rank here finds it
+    cache = Cache(flagged["CACHE"])
+    stored = entry(flagged)["result"]
+    os.unlink(cache.entry("k" * 32))
+    wrong = config_from_json({**stored, "inputs": TP2})  # what another launch found
+    lock = os.open(cache.lock_file("k" * 32), os.O_RDWR | os.O_CREAT, 0o600)
+    read, write = os.pipe()
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a peer evaluates
+        options = ["--cache", cache.path, "--key", "k" * 32, "--checks",
+                   "--say", str(write)]  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options,
+             "--", *FLAG],
+            cwd=flagged["WORK"], env={**flagged, "ROCM_HWQ_AUTOSET": "0"},
+            stdout=subprocess.PIPE, text=True, pass_fds=(write,),
+        )  # fmt: skip
+        os.close(write)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            f" {process.pid} " in line and "->" in line
+            for line in Path("/proc/locks").read_text().splitlines()
+        ):
+            time.sleep(0.01)
+        cache.publish("k" * 32, Answer(config=wrong), NO_DEPS)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    out, _ = process.communicate(timeout=60)
+    with os.fdopen(read) as lines:
+        said = lines.read().splitlines()
+    taken, checked = out.splitlines()
+    assert flat(json.loads(taken))["how"] == "peer"
+    assert verdict(checked) == ("stale", TP1)
+    assert len(said) == 1 and "was stale" in said[0]
 
 
 def built(world: dict[str, str]) -> list[tuple[float, float]]:

@@ -227,6 +227,37 @@ def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_cache_that_cannot_store_says_so_once_per_node(
+    world: dict[str, str], rank: str
+) -> None:
+    """Was: a read-only cache (``chattr +i``, a read-only home) cost an
+    evaluation at every launch, and even verbose mode only said "no entry"
+    (issue #28). Now the child says it, as the node's one process."""
+    cache = Path(world["CACHE"])
+    cache.mkdir(mode=0o700)
+    # A folder where the entry should go: its write refused as on a
+    # read-only mount (root writes anywhere: permissions cannot show it).
+    (cache / f"{'k' * 32}.json").mkdir()
+    read, write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--cache",
+         str(cache), "--key", "k" * 32, "--checks", "--say", str(write), "--",
+         *RECIPE],
+        cwd=world["WORK"], env={**world, "LOCAL_RANK": rank},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
+    )  # fmt: skip
+    os.close(write)
+    out, err = process.communicate(timeout=60)
+    with os.fdopen(read) as lines:
+        said = lines.read()
+    assert (process.returncode, err, flat(json.loads(out))["how"]) == (
+        0, "", "evaluated")  # fmt: skip
+    assert said == ("" if rank == "1" else (
+        f"rocm-hwq-autoset: warning: cache: {cache} cannot hold the evaluation"
+        " (Is a directory); each --module launch evaluates again\n"))  # fmt: skip
+
+
 def _wait_blocked(forked: Forked) -> None:
     deadline = time.monotonic() + 10
     while not forked.blocked() and time.monotonic() < deadline:

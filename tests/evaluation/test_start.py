@@ -185,6 +185,29 @@ def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
     assert ("--say" in argv) is said
 
 
+@pytest.mark.parametrize("rank", ["", "1"])
+def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
+    starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str
+) -> None:
+    """Every check ended before it finished (the fake child never stores):
+    the node's one process counts each hit, and its third launch evaluates
+    and says why in verbose mode; another rank counts nothing (issue #28)."""
+    if rank:
+        monkeypatch.setenv("LOCAL_RANK", rank)
+    store_entry()
+    for _ in range(2):
+        said, check, _ = starting(pending())
+        assert said[0].level == "set" and (check is None) is bool(rank)
+    said, waiter, argv = starting(pending())
+    if rank:  # never counted: the node's one process decides
+        assert said[0].level == "set"
+        return
+    assert [o.message for o in said] == [
+        "cache: taken 2 times on this node with no check of it completed; evaluating"
+    ]
+    assert isinstance(waiter, Installed) and "--check" not in argv
+
+
 def test_a_check_that_cannot_start_leaves_the_cached_value(
     starting: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

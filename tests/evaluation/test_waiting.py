@@ -21,7 +21,7 @@ from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import spawns
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
-from tests.fake_child import INPUTS
+from tests.fake_child import INPUTS, SETTINGS
 
 from .helpers import POPEN, Applied, FakeEvaluation, pending, popen_args
 
@@ -489,3 +489,59 @@ def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
     assert json.loads(seen.read_text()) == [[], {}]
     w.audit(POPEN, popen_args({}))
     assert evaluation.calls == ["answer"]  # the parent still waits, once
+
+
+class Checking:
+    """A check child without a process: its verdict line comes when given."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.asked = 0
+
+    def read_line(self, deadline: float) -> bytes | None:
+        self.asked += 1
+        return self.lines.pop(0) if self.lines else None
+
+
+Q4 = Config(Inputs(cudagraph=False), SETTINGS)  # compute, all_reduce, fsdp_comm
+
+
+@pytest.mark.parametrize("verdict", ["stale", "same", "unchecked", "no line"])
+def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
+    """torchrun ``--max-restarts``: the check finds the cached answer stale
+    during the first run; every worker started after that gets the corrected
+    value, also through a mapping made before (torch elastic copies
+    os.environ first). Was: every restart got the stale value (issue #28)."""
+    from rocm_hwq_autoset._decision import conclude
+    from rocm_hwq_autoset._evaluation.answer import Answer, Verdict
+
+    launch = pending()
+    cached = conclude({}, launch, Config(INPUTS, {}), cached=True)
+    check = Checking()
+    applied = Applied()
+    w = parent.Waiter(launch, applied, outcome=cached, check=check)  # type: ignore[arg-type]
+    first: dict[str, str] = {}
+    w.audit(POPEN, popen_args(first))
+    assert first == Q8  # no verdict yet
+    made_before = dict(Q8)  # copied from os.environ before the next start
+    check.lines.append({
+        "stale": json.dumps(Verdict("stale", Answer(config=Q4)).to_json()),
+        "same": json.dumps(Verdict("same").to_json()),
+        "unchecked": json.dumps(Verdict("unchecked").to_json()),
+        "no line": "",
+    }[verdict].encode())  # fmt: skip
+    w.audit(POPEN, popen_args(made_before))
+    later: dict[str, str] = {}
+    w.audit(POPEN, popen_args(later))
+    if verdict == "stale":
+        corrected = {"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 --module",
+                     "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(Q4.inputs)}  # fmt: skip
+        assert made_before == corrected and later == corrected
+        [(outcome, _, quiet)] = [c for c in applied.calls if c[1] == ()]
+        assert (outcome.queues, quiet) == (4, True)  # the check said it
+    else:
+        assert made_before == Q8 and later == Q8
+    assert check.asked == 2  # read once it came: then no more
+    own = {"GPU_MAX_HW_QUEUES": "2"}  # the launcher's own value stays
+    w.audit(POPEN, popen_args(own))
+    assert own == {"GPU_MAX_HW_QUEUES": "2"}

@@ -35,6 +35,14 @@ def _value(text, old):
         return text.split(",")
     return text
 
+def _unrecorded(name):  # a variable read where no recording sees it
+    with open("/proc/self/environ", "rb") as f:
+        for item in f.read().split(b"\\0"):
+            key, _, value = item.partition(b"=")
+            if key == name.encode():
+                return value.decode()
+    return ""
+
 class ConfigManager:
     def parse_args(self, args=None):
         args = list(sys.argv[1:] if args is None else args)
@@ -51,9 +59,10 @@ class ConfigManager:
         if os.environ.get("STANDIN_SLEEP"):  # a config that takes long to build
             import time
             time.sleep(float(os.environ["STANDIN_SLEEP"]))
-        if os.environ.get("STANDIN_BURN"):  # one that computes that long
+        burn = _unrecorded("STANDIN_BURN")
+        if burn:  # a config that computes that long (and no record sees why)
             import time
-            end = time.process_time() + float(os.environ["STANDIN_BURN"])
+            end = time.process_time() + float(burn)
             while time.process_time() < end:
                 pass
         if os.environ.get("STANDIN_LOG"):  # when it was built
@@ -150,6 +159,44 @@ from torchtitan.experiments.graph_trainer import trainer_config
 
 def graph_trainer_deepseek_v3_debugmodel():
     return trainer_config("deepseek_v3", "debugmodel", moe=True)
+""",
+    # A training that computes: pinned to one CPU (as the test starts it),
+    # it counts its loop turns for STANDIN_TRAIN seconds, with its own CPU
+    # time and that of every process it started (a check) meanwhile.
+    "torchtitan/burn.py": """
+import json, os, time
+
+def cpu(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+def descendants(pid):
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            found += [kid, *descendants(kid)]
+    return found
+
+time.sleep(float(os.environ.get("STANDIN_SETTLE", "0.5")))
+others = descendants(os.getpid())
+mine, theirs = cpu(os.getpid()), sum(cpu(p) for p in others)
+end = time.monotonic() + float(os.environ.get("STANDIN_TRAIN", "3"))
+turns = 0
+while time.monotonic() < end:
+    turns += 1
+print(json.dumps({"turns": turns, "cpu": cpu(os.getpid()) - mine,
+                  "others": sum(cpu(p) for p in others) - theirs,
+                  "started": len(others),
+                  "queues": os.environ.get("GPU_MAX_HW_QUEUES")}))
 """,
     # A torchtitan program that imports nothing and starts nothing.
     "torchtitan/noop.py": """
