@@ -69,5 +69,14 @@ def main(argv: list[str]) -> None:
     os._exit(int(environ.get("FAKE_CHILD_EXIT", "0")))
 
 
+def boot() -> None:
+    """Started as the real child is (``python -S -c BOOT``): site here."""
+    del sys.path[0]
+    import site
+
+    site.main()
+    main(sys.argv[1:])
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -31,7 +31,7 @@ launcher's stderr) in one warning line when the answer was stale, and prints
 its :class:`answer.Verdict` as a second line, from which the launcher gives the
 corrected value to the processes it starts from then on.
 
-Usage: ``python -m rocm_hwq_autoset._evaluation.child [--parent PID] [--cache
+Usage: ``python -S -c BOOT [--parent PID] [--cache
 DIR --key KEY [--fresh | --checks | --check INPUTS]] [--say FD] [--path0 DIR |
 --no-path0] -- ARGS``.
 """
@@ -81,9 +81,20 @@ def options_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str]) -> int:
+def boot() -> None:
+    """The child's start under ``python -S`` (``process.BOOT``): this
+    package's folder off the path again (it was put first only to find this
+    module), then :func:`main` with ``site`` run under the recording: a
+    ``sitecustomize``, or a module a ``.pth`` line imports, may read what the
+    config then depends on."""
+    del sys.path[0]
+    main(sys.argv[1:], run_site=True)
+
+
+def main(argv: Sequence[str], *, run_site: bool = False) -> int:
     """The child's options, ``--``, the training arguments in; its answer and
-    its verdict (a check's) out, one line each."""
+    its verdict (a check's) out, one line each. ``run_site``: the interpreter
+    started without ``site`` (``-S``), which runs here, recorded."""
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     options = options_parser().parse_args(argv[:split])
@@ -92,7 +103,6 @@ def main(argv: Sequence[str]) -> int:
         imports_from(options.path0)
     if options.parent is not None:
         watch(options.parent)
-    not_idle = lowest_priority() if options.check is not None else None
     if options.say is not None:  # the launcher's stderr: for us, not for torch's
         os.set_inheritable(options.say, False)  # processes
     out = os.dup(1)
@@ -107,34 +117,48 @@ def main(argv: Sequence[str]) -> int:
         seconds *= CHECK_TIMEOUTS
         signal.signal(signal.SIGALRM, _check_timed_out(options, seconds))
     signal.alarm(int(seconds) + 1)
-    _serve(options, args, out, not_idle)
+    # What the evaluation reads is recorded from here, site's work included
+    # (the cache's own look-ups apart).
+    recorder = Recorder() if options.cache is not None else None
+    if recorder is not None:
+        recorder.start()
+    if run_site:
+        import site
+
+        site.main()
+    _serve(options, args, out, recorder)
     os._exit(0)  # no teardown of torch; the node's lock goes with us
 
 
 def _serve(
-    options: argparse.Namespace, args: Sequence[str], out: int, not_idle: str | None
+    options: argparse.Namespace,
+    args: Sequence[str],
+    out: int,
+    recorder: Recorder | None,
 ) -> None:
     """The answer, on ``out``: a peer's or the cache's, or evaluated here;
     first, since the parent may be waiting for it. Then what this child
     evaluated goes to the peers and the cache; what it found without
     evaluating is checked (``--checks``). A launcher's check (``--check``)
     gives no answer, only its verdict."""
-    if options.cache is None:
-        _write(out, _evaluate_here(args, None).to_json())
+    if options.cache is None or recorder is None:
+        _write(out, _evaluate_here(args).to_json())
         return
     cache, key = Cache(options.cache), options.key
     if options.check is not None:
         taken = Answer(config=Config(decode_inputs(options.check), {}), how=CACHE)
-        _check(cache, key, taken, options, args, out, not_idle)
+        _check(cache, key, taken, options, args, out, recorder)
         return
-    found = None if options.fresh else _found(cache, key)
+    found = None
+    if not options.fresh:
+        with recorder.paused():  # the cache's reads are not the config's
+            found = _found(cache, key)
     if found is not None:
         _write(out, found.to_json())
         if options.checks:  # this node's one process: it checks what it took
-            _check(cache, key, found, options, args, out, lowest_priority())
+            _check(cache, key, found, options, args, out, recorder)
         return
-    recorder = Recorder()
-    answer = _evaluate_here(args, recorder)
+    answer = _evaluate_here(args)
     _write(out, answer.to_json())
     lowest_priority()  # the answer is out: the workers' start-up comes first
     _share(cache, key, answer, recorder, options)
@@ -157,10 +181,8 @@ def _found(cache: Cache, key: str) -> Answer | None:
     return None if entry is None else Answer(config=entry.config, how=CACHE)
 
 
-def _evaluate_here(args: Sequence[str], recorder: Recorder | None) -> Answer:
+def _evaluate_here(args: Sequence[str]) -> Answer:
     """The answer of evaluating in this process: never an exception."""
-    if recorder is not None:
-        recorder.start()
     try:
         return Answer(config=read_config(args))
     except ConfigError as exc:
@@ -238,19 +260,20 @@ def _check(
     options: argparse.Namespace,
     args: Sequence[str],
     out: int,
-    not_idle: str | None,
+    recorder: Recorder,
 ) -> None:
     """Evaluate, ignoring the entry and the peers; store what was found; say,
     once, when the answer taken differs; print the verdict."""
+    not_idle = lowest_priority()
     if not_idle is not None:
         unchecked = f"it is taken at most {MAX_UNCHECKED} times unchecked"
         _say(options, Outcome(SKIP, f"cache: not checking {CHECKED}: {not_idle}",
                               unchecked))  # fmt: skip
         _write(out, Verdict(UNCHECKED).to_json())
         return
-    node_lock(cache.check_lock_file(key), wait=True)  # one check of a node at once
-    recorder = Recorder()
-    fresh = _evaluate_here(args, recorder)
+    with recorder.paused():
+        node_lock(cache.check_lock_file(key), wait=True)  # one check at a time
+    fresh = _evaluate_here(args)
     deps = _deps(cache, recorder)  # the recording ends before any conclusion
     if fresh.failure is not None:  # ours, not the config's
         _say(options, Outcome(SKIP, f"cache: checking {CHECKED}: {fresh.failure}",

@@ -112,6 +112,13 @@ REAL = ("/dev/shm/",)
 RACY_NS = 20_000_000
 #: Modules ``site`` imports at start-up when they can be found.
 SITE_LOOKUPS = ("sitecustomize", "usercustomize")
+#: The import system's own code: a listing it makes is a look-up, which counts
+#: by what was looked for. (From Python 3.11 ``os`` and ``site`` are frozen too:
+#: their listings are the standard library walking a folder for its caller.)
+IMPORT_SYSTEM = frozenset({
+    "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>",
+    "<frozen zipimport>",
+})  # fmt: skip
 
 
 def counts(name: str) -> bool:
@@ -121,6 +128,17 @@ def counts(name: str) -> bool:
         and name not in DEVICES
         and not name.startswith(NOT_CONFIG_PREFIXES)
     )
+
+
+#: This package's own variables: never a dependency, not even by presence.
+OURS = "ROCM_HWQ_AUTOSET"
+
+
+def counts_by_presence(name: str) -> bool:
+    """Whether a variable tested for (``"SLURM_JOB_ID" in os.environ``) that
+    does not count by value counts by whether it is set: a per-job identifier
+    differs between jobs, but a config may build another variant under Slurm."""
+    return not counts(name) and name not in DEVICES and not name.startswith(OURS)
 
 
 def _virtual(path: str) -> bool:
@@ -138,13 +156,29 @@ class ChangedDuring(Exception):
 # Recording, in the child.
 
 
-def _path(path: object) -> str | None:
-    """An audit event's path as an absolute ``str`` (None for a descriptor)."""
+def _path(path: object, dir_fd: int | None = None) -> str | None:
+    """An audit event's path as an absolute ``str``: relative to the folder
+    ``dir_fd`` is open on, when one was given; a descriptor's, for one (None
+    when it names none)."""
+    if isinstance(path, int):
+        return _fd_path(path)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    if isinstance(path, str):
-        return os.path.abspath(path)
-    return None
+    if not isinstance(path, str):
+        return None
+    if dir_fd is not None and not os.path.isabs(path):
+        base = _fd_path(dir_fd)
+        return None if base is None else os.path.normpath(os.path.join(base, path))
+    return os.path.abspath(path)
+
+
+def _fd_path(fd: int) -> str | None:
+    """What the descriptor ``fd`` is open on (Linux's ``/proc/self/fd``)."""
+    try:
+        found = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return found if os.path.isabs(found) else None
 
 
 class Recorder:
@@ -159,9 +193,18 @@ class Recorder:
         """Each directory the config listed, with its stamp and the time then."""
         self.modules_listed: set[str] = set()
         """Directories the import machinery listed for modules."""
+        self.site_listed: set[str] = set()
+        """Directories ``site`` listed for ``.pth`` files."""
         self.searched: set[tuple[str, tuple[str, ...] | None]] = set()
+        """Each module looked up, and the folders it was looked for in then
+        (None: ``sys.path`` at the end)."""
         self.read: dict[str, str | None] = {}
         """Each variable read by name, with its value then (None: absent)."""
+        self.present: dict[str, bool] = {}
+        """Each variable tested for that counts by presence, and whether it was
+        set then."""
+        self.dir_fd: int | None = None
+        """The folder descriptor of the ``os.open`` under way, if one."""
         self.on = False
         self.broken = False
         """The recording failed: what was read is not known."""
@@ -177,13 +220,27 @@ class Recorder:
             os.path.join(stdlib, "importlib") + os.sep,
             os.path.join(stdlib, "pkgutil.py"),
         )
+        self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))
         self.started = time.time_ns() - RACY_NS
         sys.addaudithook(self._audit)
         sys.meta_path.insert(0, _Lookups(self))
+        # The "open" event does not say which folder a dir_fd names: the call
+        # does.
+        opening = os.open
+
+        def opened_in(path: Any, flags: int, mode: int = 0o777, *,
+                      dir_fd: int | None = None) -> int:  # fmt: skip
+            self.dir_fd = dir_fd
+            try:
+                return opening(path, flags, mode, dir_fd=dir_fd)
+            finally:
+                self.dir_fd = None
+
+        os.open = opened_in
         current = os.environ
         # The same variables, now recorded.
         os.environ = _RecordingEnviron(  # noqa: B003
-            self.read,
+            self,
             str,
             current._data,  # type: ignore[attr-defined]
             current.encodekey,
@@ -194,7 +251,7 @@ class Recorder:
         bytes_environ = getattr(os, "environb", None)
         if bytes_environ is not None:  # POSIX: the same variables, as bytes
             os.environb = _RecordingEnviron(
-                self.read,
+                self,
                 os.fsdecode,
                 bytes_environ._data,
                 bytes_environ.encodekey,
@@ -203,6 +260,15 @@ class Recorder:
                 bytes_environ.decodevalue,
             )
         self.on = True
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing recorded meanwhile: the child's own reads (the cache's)."""
+        was, self.on = self.on, False
+        try:
+            yield
+        finally:
+            self.on = was and not self.broken
 
     def _audit(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.on or event not in ("open", "os.listdir", "os.scandir"):
@@ -215,9 +281,11 @@ class Recorder:
 
     def _note(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
-            path = _path(args[0])
-            if path is None or _folder(args[2]):
-                return  # a descriptor; a folder opened to walk it by its fd
+            if isinstance(args[0], int):
+                return  # an open descriptor, wrapped
+            path = _path(args[0], self.dir_fd)
+            if path is None or _folder(args[2]) or os.path.isdir(path):
+                return  # a folder opened to walk it by its descriptor
             if not _reads(args[1], args[2]):
                 self.written.add(path)
                 return
@@ -233,9 +301,11 @@ class Recorder:
             if path is None:
                 return
             caller = sys._getframe(2).f_code.co_filename  # past _audit
-            if caller.startswith("<frozen"):
+            if caller in IMPORT_SYSTEM:
                 return  # the import system's finder: its look-ups count
-            if caller.startswith(self._machinery):
+            if caller in self._site:
+                self.site_listed.add(path)  # for .pth files
+            elif caller.startswith(self._machinery):
                 if os.path.basename(path) != "__pycache__":
                     self.modules_listed.add(path)
             elif path not in self.listed:
@@ -275,6 +345,8 @@ class Recorder:
         searched = _import_dirs(lookups)
         for path in self.modules_listed:
             searched.setdefault(path, set()).add(ANY)
+        for path in self.site_listed:
+            searched.setdefault(path, set())  # its .pth files
         dirs = []
         seen = _finders()
         for path, names in sorted(searched.items()):
@@ -296,6 +368,7 @@ class Recorder:
             "dirs": dirs,
             "lists": lists,
             "env": {k: v for k, v in sorted(self.read.items()) if counts(k)},
+            "present": dict(sorted(self.present.items())),
         }
 
     def _unchanged(
@@ -354,16 +427,23 @@ class _RecordingEnviron(os._Environ[Any]):
     through ``keys()``, of its keys in its order: ``dict(os.environ)``,
     ``copy()``), and reads of a variable the evaluation set itself."""
 
-    def __init__(self, read: dict[str, str | None], text: Any, *args: Any) -> None:
+    def __init__(self, recorder: Recorder, text: Any, *args: Any) -> None:
         super().__init__(*args)
-        self.read = read
+        self.recorder = recorder
+        self.read = recorder.read
+        self.present = recorder.present
         self.text = text
         """A key or value as ``str`` (``os.fsdecode`` for ``os.environb``)."""
         self.set_here: set[Any] = set()
         self.current: dict[int, Any] = {}
         """The key each unfinished iteration handed out last, by iteration."""
         self.replay: list[Any] = []
-        """A listing just made, reversed: the reads that may follow it."""
+        """A listing just made, reversed: the reads that may follow it, from the
+        same call (:attr:`listing_site`)."""
+        self.listing_site: tuple[Any, int] | None = None
+        """The frame and instruction that asked for ``keys()``: ``dict()``,
+        ``copy()``, ``{**os.environ}`` read them back from C, in that one
+        instruction; a read from anywhere else is a read by name."""
 
     def _walk(self, listing: bool = False) -> Iterator[Any]:
         keys = list(self._data)  # type: ignore[attr-defined]  # as os._Environ
@@ -383,19 +463,43 @@ class _RecordingEnviron(os._Environ[Any]):
         return self._walk()
 
     def keys(self) -> KeysView[Any]:
+        caller = sys._getframe(1)
+        self.listing_site = (caller, caller.f_lasti)
         return _Keys(self)
 
-    def _in_walk(self, key: Any) -> bool:
+    def _in_walk(self, key: Any, reader: Any) -> bool:
+        """Whether a read of ``key`` from the frame ``reader`` is a walk's."""
         if self.replay:
-            if self.replay[-1] == key:
+            site = self.listing_site
+            same_call = site is not None and site == (reader, reader.f_lasti)
+            if same_call and self.replay[-1] == key:
                 self.replay.pop()
                 return True
             self.replay = []  # not the listing's reads: it is over
         return key in self.current.values()
 
+    def __contains__(self, key: Any) -> bool:
+        name = ""
+        try:
+            name = self.text(key)
+            by_presence = (self.recorder.on and counts_by_presence(name)
+                           and key not in self.set_here)  # fmt: skip
+        except Exception:  # never fail a test for the recording
+            by_presence = False
+        if not by_presence:
+            return super().__contains__(key)  # a read: counted by value, or not
+        try:
+            present = self.encodekey(key) in self._data  # type: ignore[attr-defined]
+        except Exception:
+            return super().__contains__(key)
+        self.present.setdefault(name, present)
+        return present
+
     def __getitem__(self, key: Any) -> Any:
         try:
-            counted = not self._in_walk(key) and key not in self.set_here
+            reader = sys._getframe(1)
+            counted = (self.recorder.on and not self._in_walk(key, reader)
+                       and key not in self.set_here)  # fmt: skip
         except Exception:  # never fail a read for the recording: count it
             counted = True
         try:
@@ -469,8 +573,8 @@ class _Lookups:
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if self.recorder.on:
-            try:
-                where = None if path is None else tuple(path)
+            try:  # sys.path as it is now: a folder may be on it only a while
+                where = tuple(sys.path if path is None else path)
             except TypeError:
                 return None
             self.recorder.searched.add((name, where))
@@ -522,19 +626,53 @@ def _stamp(path: str) -> list[int | None]:
 
 
 def _dir_stamp(path: str) -> list[int | None]:
-    """When to list a directory again: modification and change time, inode."""
+    """When to list a directory again: modification and change time, inode
+    (of its zip file, for a folder inside one)."""
     try:
         info = os.stat(path)
+    except NotADirectoryError:  # inside a file: a zip on the path
+        archive = _archive(path)
+        return [None, None, None] if archive is None else _dir_stamp(archive[0])
     except OSError:
         return [None, None, None]
     return [info.st_mtime_ns, info.st_ino, info.st_ctime_ns]
 
 
 def _names(path: str) -> list[str] | None:
+    """The entries of a directory, or of a zip file (or a folder inside one)
+    on the import path; None when it cannot be listed."""
     try:
         return sorted(os.listdir(path))
+    except NotADirectoryError:
+        pass
     except OSError:
         return None
+    archive = _archive(path)
+    if archive is None:
+        return None
+    import zipfile  # a zip on the import path: rare
+
+    zip_file, inner = archive
+    prefix = f"{inner}/" if inner else ""
+    try:
+        with zipfile.ZipFile(zip_file) as opened:
+            listed = opened.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return sorted({n[len(prefix) :].split("/")[0] for n in listed
+                   if n.startswith(prefix) and n[len(prefix) :]})  # fmt: skip
+
+
+def _archive(path: str) -> tuple[str, str] | None:
+    """``(zip file, folder inside it)`` for a path into a file, else None."""
+    inner: list[str] = []
+    head = path
+    while head and head != os.sep:
+        if os.path.isfile(head):
+            return head, "/".join(reversed(inner))
+        head, tail = os.path.split(head)
+        inner.append(tail)
+    return None
 
 
 #: A look-up of any module: a directory the import machinery listed.
@@ -588,6 +726,9 @@ def changed(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     for name, value in deps["env"].items():
         if environ.get(name) != value:
             return f"{name} changed"
+    for name, present in deps.get("present", {}).items():
+        if (name in environ) is not present:
+            return f"{name} appeared or went"
     for path, mtime, size, inode, changed in deps["files"]:
         if _stamp(path) != [mtime, size, inode, changed]:
             return f"{path} changed"

@@ -73,15 +73,25 @@ def interpreter_of(launch: Launch, environ: Mapping[str, str]) -> Interpreter:
     return flags, os.getcwd()
 
 
+#: The folder this package is imported from, where the child finds it before
+#: ``site`` has run.
+FOLDER = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: How the child starts: ``python -S -c BOOT`` (with the training's own
+#: interpreter options), so that ``site`` runs in the child, recorded.
+BOOT = "import sys; sys.path.insert(0, {folder!r}); from {child} import boot; boot()"
+
+
 def child_command(interpreter: Interpreter | None, *options: str) -> list[str]:
-    """``python [FLAGS] -m CHILD OPTIONS [--path0 DIR | --no-path0]``: the
-    child's own interpreter, told where the training's imports come from first
-    (None: as a ``python -m`` in this directory, the child's own)."""
-    if interpreter is None:
-        return [sys.executable, "-m", CHILD, *options]
+    """``python [FLAGS] -S -c BOOT OPTIONS [--path0 DIR | --no-path0]``: the
+    child's own interpreter, which runs ``site`` itself (recorded: ``child``),
+    told where the training's imports come from first (None: as a ``python
+    -m`` in this directory, the child's own)."""
+    start = ["-S", "-c", BOOT.format(folder=FOLDER, child=CHILD)]
+    if interpreter is None:  # -c, as -m, puts this directory first
+        return [sys.executable, *start, *options]
     flags, path0 = interpreter
     where = ["--no-path0"] if path0 is None else ["--path0", path0]
-    return [sys.executable, *flags, "-m", CHILD, *options, *where]
+    return [sys.executable, *flags, *start, *options, *where]
 
 
 class Child:

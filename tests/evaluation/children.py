@@ -8,15 +8,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.answer import Answer
+from rocm_hwq_autoset._evaluation.process import child_command
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+#: The child, started as the parent starts it (``python -S -c BOOT``).
+CHILD = child_command(None)
 
 
 def child(world: dict[str, str], args: list[str], *, cache: bool = True,
@@ -24,7 +28,7 @@ def child(world: dict[str, str], args: list[str], *, cache: bool = True,
     options = ["--cache", world["CACHE"], "--key", key] if cache else []
     os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+        [*CHILD, *options, "--",
          *args],
         cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,

@@ -21,7 +21,7 @@ from rocm_hwq_autoset._evaluation.answer import Verdict
 from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._model import encode_inputs
 
-from .children import Forked, answer, child, evaluations, flat
+from .children import CHILD, Forked, answer, child, evaluations, flat
 
 #: A recipe whose degree comes from a file read only by os.path.exists: no
 #: recording sees that (no audit event), so only a check can tell.
@@ -66,7 +66,7 @@ def checking(world: dict[str, str], cached: str, *, say: bool = True,
     if say:
         options += ["--say", str(write)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+        [*CHILD, *options, "--",
          *FLAG],
         cwd=world["WORK"], env={**world, "ROCM_HWQ_AUTOSET": "0", **env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
@@ -88,7 +88,7 @@ def finding(world: dict[str, str], **env: str) -> tuple[list[str], list[str]]:
     options = ["--cache", world["CACHE"], "--key", "k" * 32, "--checks",
                "--say", str(write)]  # fmt: skip
     process = subprocess.Popen(
-        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options, "--",
+        [*CHILD, *options, "--",
          *FLAG],
         cwd=world["WORK"], env={**world, "ROCM_HWQ_AUTOSET": "0", **env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
@@ -197,7 +197,7 @@ def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> N
         options = ["--cache", cache.path, "--key", "k" * 32, "--checks",
                    "--say", str(write)]  # fmt: skip
         process = subprocess.Popen(
-            [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", *options,
+            [*CHILD, *options,
              "--", *FLAG],
             cwd=flagged["WORK"], env={**flagged, "ROCM_HWQ_AUTOSET": "0"},
             stdout=subprocess.PIPE, text=True, pass_fds=(write,),

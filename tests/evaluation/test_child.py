@@ -20,7 +20,7 @@ from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.cache import Cache, host
 
-from .children import Forked, answer, child, evaluations, flat, refusal
+from .children import CHILD, Forked, answer, child, evaluations, flat, refusal
 
 RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
 
@@ -118,7 +118,7 @@ def test_a_rank_that_cannot_take_the_lock_evaluates_alone(
 
 def test_a_child_whose_parent_is_gone_ends_at_once(world: dict[str, str]) -> None:
     process = subprocess.run(
-        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--parent", "1",
+        [*CHILD, "--parent", "1",
          "--", *RECIPE],
         env=world, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
@@ -159,7 +159,7 @@ def test_an_internal_error_is_the_answer(monkeypatch: pytest.MonkeyPatch) -> Non
         raise RuntimeError("a bug of ours")
 
     monkeypatch.setattr(child_module, "read_config", broken)
-    assert child_module._evaluate_here(RECIPE, None).to_json() == {
+    assert child_module._evaluate_here(RECIPE).to_json() == {
         "failed": "internal error (RuntimeError: a bug of ours)",
         "how": "evaluated",
     }
@@ -241,7 +241,7 @@ def test_a_cache_that_cannot_store_says_so_once_per_node(
     (cache / f"{'k' * 32}.json").mkdir()
     read, write = os.pipe()
     process = subprocess.Popen(
-        [sys.executable, "-m", "rocm_hwq_autoset._evaluation.child", "--cache",
+        [*CHILD, "--cache",
          str(cache), "--key", "k" * 32, "--checks", "--say", str(write), "--",
          *RECIPE],
         cwd=world["WORK"], env={**world, "LOCAL_RANK": rank},
@@ -390,3 +390,34 @@ def test_the_child_imports_from_where_the_training_does(
         evaluation.settle()
     assert answer.config is not None, answer
     assert answer.config.inputs.cp == cp
+
+
+SITE_RECIPE = """
+import builtins
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def tp():
+    return trainer_config("m", "f", moe=False, tensor_parallel_degree=builtins.SITE_TP)
+"""
+
+
+def test_a_variable_read_while_site_runs_counts(world: dict[str, str]) -> None:
+    """Was: the recording began after ``site`` had run, so a
+    ``sitecustomize`` (or a module a ``.pth`` line imports) that read SITE_TP
+    and handed the config a value made from it left SITE_TP out of the
+    record: a hit with the old Q (issue #28). The child runs site itself now,
+    recorded."""
+    site = Path(world["WORK"]).parent / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import builtins, os\nbuiltins.SITE_TP = int(os.environ.get('SITE_TP', '1'))\n"
+    )
+    recipes = Path(world["WORK"], "site_recipes")
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(SITE_RECIPE)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), world["PYTHONPATH"]])}
+    args = ["--module", "site_recipes", "--config", "tp"]
+    docs = [answer(child(world, args, SITE_TP=tp, **env)) for tp in ("2", "2", "4")]
+    assert [d["how"] for d in docs] == ["evaluated", "cache", "evaluated"]
+    assert ["tp=2" in docs[0]["inputs"], "tp=4" in docs[2]["inputs"]] == [True, True]

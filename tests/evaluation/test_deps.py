@@ -589,3 +589,92 @@ def test_a_recording_that_fails_fails_no_read_and_stores_nothing(
             "assert 'size.txt' in os.listdir('.')\n"
             "open('size.txt').read()")  # fmt: skip
     assert run(workdir, body) == {"changed during": "the recording failed"}
+
+
+# Issue #28, "detectable, but only warned": reads the design records, which a
+# hit took with the old Q. Each must make the next launch evaluate again.
+
+
+@pytest.mark.parametrize(
+    "walk", ["list(os.walk('checkpoints'))", "list(os.fwalk('checkpoints'))",
+             "[e.name for e in os.scandir(os.open('checkpoints', os.O_RDONLY))]"],
+)  # fmt: skip
+def test_a_folder_walked_by_the_standard_library_counts(
+    workdir: Path, walk: str
+) -> None:
+    """Was: from Python 3.11 ``os`` is frozen, and a listing whose caller's
+    file starts with ``<frozen`` was taken for the import system's; a listing
+    by descriptor (``fwalk``, ``scandir(fd)``) had no path."""
+    deps = run(workdir, walk)
+    assert changed(deps, {}) is None
+    (workdir / "checkpoints" / "step-2").write_text("")
+    assert changed(deps, {}) == f"{workdir / 'checkpoints'} gained or lost an entry"
+
+
+def test_a_zip_on_the_path_that_gains_a_module_counts(workdir: Path) -> None:
+    """Was: a zip file on ``PYTHONPATH`` could not be listed, so a module an
+    ``import`` looked for in it, added later, changed nothing (the zip itself
+    was read before the recording began, by the interpreter's own imports)."""
+    import zipfile
+
+    plugins = workdir.parent / "plugins.zip"
+    with zipfile.ZipFile(plugins, "w") as archive:
+        archive.writestr("first_plugin.py", "")
+    body = "try:\n    import late_plugin\nexcept ImportError:\n    pass"
+    deps = run(workdir, body, PYTHONPATH=f"{ROOT}{os.pathsep}{plugins}")
+    assert changed(deps, {}) is None
+    time.sleep(0.01)
+    with zipfile.ZipFile(plugins, "a") as archive:
+        archive.writestr("late_plugin.py", "")
+    assert changed(deps, {}) == f"a module appeared or went in {plugins}"
+
+
+def test_a_folder_on_the_path_only_while_an_import_is_tried_counts(
+    workdir: Path,
+) -> None:
+    """Was: the folders a look-up searched were taken from ``sys.path`` as it
+    was at the end, not as it was then."""
+    body = ("sys.path.insert(0, 'extra')\ntry:\n    import maybe_plugin\n"
+            "except ImportError:\n    pass\nsys.path.remove('extra')")  # fmt: skip
+    deps = run(workdir, body)
+    assert changed(deps, {}) is None
+    (workdir / "extra").mkdir()
+    (workdir / "extra" / "maybe_plugin.py").write_text("")
+    assert changed(deps, {}) == f"a module appeared or went in {workdir / 'extra'}"
+
+
+def test_a_file_opened_in_a_folder_by_descriptor_counts(workdir: Path) -> None:
+    """Was: ``os.open(name, dir_fd=...)`` was taken for a file of the working
+    directory."""
+    (workdir / "sub").mkdir()
+    (workdir / "sub" / "data.txt").write_text("8\n")
+    body = ("fd = os.open('sub', os.O_RDONLY)\n"
+            "os.close(os.open('data.txt', os.O_RDONLY, dir_fd=fd))")  # fmt: skip
+    deps = run(workdir, body)
+    assert str(workdir / "sub" / "data.txt") in [p for p, *_ in deps["files"]]
+    assert str(workdir / "data.txt") not in [p for p, *_ in deps["files"]]
+    (workdir / "sub" / "data.txt").write_text("16\n")
+    assert changed(deps, {}) == f"{workdir / 'sub' / 'data.txt'} changed"
+
+
+def test_a_variable_read_right_after_listing_the_keys_counts(workdir: Path) -> None:
+    """Was: ``list(os.environ.keys())`` then a read of its first key was taken
+    for ``dict(os.environ)``'s own reads. Only the reads of one C call (dict,
+    ``copy()``, ``{**os.environ}``) are a walk's."""
+    body = "keys = list(os.environ.keys())\nos.environ[keys[0]]"
+    environ = {"A_FIRST": "1"}  # first in the child's environment
+    deps = run(workdir, body, **environ)
+    first = next(iter(deps["env"]))
+    assert first in ("A_FIRST", "PATH") and len(deps["env"]) == 1
+
+
+@pytest.mark.parametrize("name", ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK"])
+def test_a_presence_test_of_a_per_job_variable_counts_by_presence(
+    workdir: Path, name: str
+) -> None:
+    """Was: ``"SLURM_JOB_ID" in os.environ`` did not count at all (a per-job
+    identifier's value never does): a config that builds another variant
+    under Slurm kept the other's answer. Its presence counts, not its value."""
+    deps = run(workdir, f"{name!r} in os.environ", **{name: "77"})
+    assert changed(deps, {name: "78"}) is None  # another job: the same answer
+    assert changed(deps, {}) == f"{name} appeared or went"

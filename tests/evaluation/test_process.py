@@ -364,15 +364,10 @@ def test_the_interpreter_the_training_runs_with(
     assert process.interpreter_of(worker, {}) == ((), str(real))  # not ours: -s
     safe = process.interpreter_of(worker, {"PYTHONSAFEPATH": "1"})
     assert safe == ((), None if sys.version_info >= (3, 11) else str(real))
+    boot = process.BOOT.format(folder=process.FOLDER, child=process.CHILD)
     assert process.child_command(((("-s",), None)), "--parent", "1") == [
-        sys.executable,
-        "-s",
-        "-m",
-        process.CHILD,
-        "--parent",
-        "1",
-        "--no-path0",
-    ]
+        sys.executable, "-s", "-S", "-c", boot, "--parent", "1", "--no-path0",
+    ]  # fmt: skip
     keys = {launch_key(launch, {}) for launch in (
         here, Launch(MODULE_FORM, ARGS, True, module), worker)}  # fmt: skip
     assert len(keys) == 3
