@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator, KeysView, Mapping
@@ -106,10 +107,20 @@ DEVICES = (
 #: :data:`REAL`, which holds files.
 VIRTUAL = ("/proc/", "/sys/", "/dev/")
 REAL = ("/dev/shm/",)
-#: A file changed this long before the evaluation began may have changed while
-#: it was read in the same tick of the file system's clock (a jiffy, at most
-#: 10 ms; coarser on some file systems): such a record is not stored.
+#: A file changed this long before the evaluation began, or later, may change
+#: again within the same tick of the file system's clock as it was read (a
+#: jiffy, at most 10 ms; coarser on some file systems), its stamp staying as it
+#: was: such a file is "racy", and counts by its bytes (:data:`MAX_DIGEST_BYTES`)
+#: at every check, not by its stamp. A file server whose clock runs ahead of
+#: this node's makes every file it recently changed racy: a hash each, never a
+#: miss.
 RACY_NS = 20_000_000
+#: Largest file recorded by its bytes too (a hash): the sources and configs an
+#: evaluation reads are a few KB to a few hundred (torchtitan 0.3.0: 3,868 files
+#: of 105 MB, hashed in 0.24 s); an extension module's tens of MB count by their
+#: stamp alone. A file whose stamp changed but whose bytes did not (``touch``,
+#: a ``git checkout`` to another branch and back) changes nothing.
+MAX_DIGEST_BYTES = 1 << 20
 #: Modules ``site`` imports at start-up when they can be found.
 SITE_LOOKUPS = ("sitecustomize", "usercustomize")
 #: The import system's own code: a listing it makes is a look-up, which counts
@@ -189,8 +200,11 @@ class Recorder:
         self.opened: dict[str, list[int | None]] = {}
         """Each file read, with its stamp when it was first opened."""
         self.written: set[str] = set()
-        self.listed: dict[str, tuple[list[int | None], int]] = {}
-        """Each directory the config listed, with its stamp and the time then."""
+        self.listed: dict[str, tuple[list[int | None], int, list[str] | None]] = {}
+        """Each directory the config listed, with its stamp, the time, and its
+        entries then."""
+        self.digests: dict[str, str | None] = {}
+        """The bytes of each racy file, hashed when it was read."""
         self.modules_listed: set[str] = set()
         """Directories the import machinery listed for modules."""
         self.site_listed: set[str] = set()
@@ -209,6 +223,8 @@ class Recorder:
         self.broken = False
         """The recording failed: what was read is not known."""
         self.started = 0
+        self.why = ""
+        """Why the recording failed, if it did."""
         self._machinery: tuple[str, ...] = ()
 
     def start(self) -> None:
@@ -275,9 +291,10 @@ class Recorder:
             return
         try:
             self._note(event, args)
-        except Exception:  # an open or a listing must never fail for it
+        except Exception as exc:  # an open or a listing must never fail for it
             self.on = False  # nor be recorded in part: no entry
             self.broken = True
+            self.why = f"{type(exc).__name__}: {exc}"
 
     def _note(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
@@ -295,7 +312,10 @@ class Recorder:
                 with contextlib.suppress(ValueError, NotImplementedError):
                     path = self._source_from_cache(path)
             if path not in self.opened:
-                self.opened[path] = _stamp(path)
+                self.opened[path] = stamp = _stamp(path)
+                if _racy(stamp, self.started):  # its bytes as they are read
+                    with self.paused():
+                        self.digests[path] = _digest(path)
         elif event in ("os.listdir", "os.scandir"):
             path = _path("." if args[0] is None else args[0])
             if path is None:
@@ -309,7 +329,9 @@ class Recorder:
                 if os.path.basename(path) != "__pycache__":
                     self.modules_listed.add(path)
             elif path not in self.listed:
-                self.listed[path] = (_dir_stamp(path), time.time_ns())
+                when = time.time_ns()
+                with self.paused():  # our own listing: not the config's
+                    self.listed[path] = (_dir_stamp(path), when, _names(path))
 
     def deps(self, exclude: str) -> dict[str, Any]:
         """What was read, as the JSON document :func:`check` takes; files under
@@ -317,7 +339,7 @@ class Recorder:
         when something read changed after the evaluation began."""
         self.on = False
         if self.broken:
-            raise ChangedDuring("the recording failed")
+            raise ChangedDuring(f"the recording failed ({self.why})")
         then = dict.fromkeys(_module_files())
         then.update(self.opened)
         for path in self.written:
@@ -331,15 +353,12 @@ class Recorder:
                 and os.path.basename(os.path.dirname(path)) == "__pycache__"
             ):
                 continue  # its source counts
-            now = _stamp(path)
-            self._unchanged(path, stamp, now)
-            files[path] = now
+            files[path] = self._file(path, stamp)
         for path in _pth_files():
-            files[path] = _stamp(path)
-            self._unchanged(path, None, files[path])
+            files[path] = self._file(path, None)
         user_site = _user_site()
         if user_site is not None and not os.path.exists(user_site):
-            files[user_site] = _stamp(user_site)  # must stay missing
+            files[user_site] = [*_stamp(user_site), None, False]  # must stay missing
         lookups = set(self.searched)
         lookups.update((name, None) for name in SITE_LOOKUPS)
         searched = _import_dirs(lookups)
@@ -353,16 +372,19 @@ class Recorder:
             entries = _matching(path, names)
             if path in seen and _select(seen[path], names) != entries:
                 raise ChangedDuring(f"a module appeared or went in {path}")
-            dirs.append([path, _dir_stamp(path), sorted(names), entries])
+            stamp = _dir_stamp(path)
+            racy = _racy(stamp, self.started)  # its entries count, not its stamp
+            dirs.append([path, stamp, sorted(names), entries, racy])
         lists = []
-        for path, (stamp, when) in sorted(self.listed.items()):
+        for path, (stamp, when, listing) in sorted(self.listed.items()):
             if _virtual(path) or os.path.basename(path) == "__pycache__":
                 continue
             now = _dir_stamp(path)
-            # As of the listing (the evaluation's own __pycache__ may have
-            # been made in it since it began).
-            self._unchanged(path, stamp, now, since=when - RACY_NS)
-            lists.append([path, now, _names(path)])
+            if stamp != now or _names(path) != listing:
+                raise ChangedDuring(f"{path} changed during the evaluation")
+            # Racy as of the listing (the evaluation's own __pycache__ may
+            # have been made in it since it began).
+            lists.append([path, now, listing, _racy(now, when - RACY_NS)])
         return {
             "files": [[p, *s] for p, s in sorted(files.items())],
             "dirs": dirs,
@@ -371,23 +393,23 @@ class Recorder:
             "present": dict(sorted(self.present.items())),
         }
 
-    def _unchanged(
-        self,
-        path: str,
-        then: list[int | None] | None,
-        now: list[int | None],
-        since: int | None = None,
-    ) -> None:
-        """Raise :class:`ChangedDuring` if ``path`` changed since it was read
-        (stamp ``then``) or after the evaluation began (its change time; a
-        change in the same tick of the file system's clock as the read could
-        leave the stamp as it was), or ``since``."""
+    def _file(self, path: str, then: list[int | None] | None) -> list[Any]:
+        """A file's record: its stamp, the hash of its bytes (None for one too
+        big, or missing), and whether it is racy (then it counts by the hash
+        alone). :class:`ChangedDuring` if it changed since it was read (stamp
+        ``then``), by its stamp or, racy, by its bytes; or is racy and too big
+        to hash."""
+        now = _stamp(path)
         if then is not None and then != now:
             raise ChangedDuring(f"{path} changed during the evaluation")
-        changed = now[-1]
-        limit = self.started if since is None else since
-        if changed is not None and changed >= limit:
-            raise ChangedDuring(f"{path} changed as the evaluation ran")
+        digest = _digest(path)
+        racy = _racy(now, self.started)
+        if racy:
+            if digest is None and now[0] is not None:
+                raise ChangedDuring(f"{path} changed as the evaluation ran")
+            if path in self.digests and self.digests[path] != digest:
+                raise ChangedDuring(f"{path} changed during the evaluation")
+        return [*now, digest, racy]
 
 
 def _folder(flags: object) -> bool:
@@ -625,6 +647,40 @@ def _stamp(path: str) -> list[int | None]:
     return [info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns]
 
 
+def _racy(stamp: list[int | None], since: int) -> bool:
+    """Whether a stamp's change time (its last) is ``since`` or later."""
+    changed = stamp[-1]
+    return changed is not None and changed >= since
+
+
+def _digest(path: str) -> str | None:
+    """The hash of a file's bytes, or None: missing, unreadable, not a regular
+    file, or bigger than :data:`MAX_DIGEST_BYTES`."""
+    import hashlib  # the child, and a check of a changed stamp
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DIGEST_BYTES:
+            return None
+        data = b""
+        while len(data) <= MAX_DIGEST_BYTES:
+            chunk = os.read(fd, MAX_DIGEST_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_DIGEST_BYTES:
+        return None
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def _dir_stamp(path: str) -> list[int | None]:
     """When to list a directory again: modification and change time, inode
     (of its zip file, for a folder inside one)."""
@@ -729,16 +785,19 @@ def changed(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     for name, present in deps.get("present", {}).items():
         if (name in environ) is not present:
             return f"{name} appeared or went"
-    for path, mtime, size, inode, changed in deps["files"]:
-        if _stamp(path) != [mtime, size, inode, changed]:
-            return f"{path} changed"
-    for path, stamp, names, entries in deps["dirs"]:
+    for path, mtime, size, inode, ctime, digest, racy in deps["files"]:
+        now = _stamp(path)
+        if now == [mtime, size, inode, ctime] and not racy:
+            continue
+        if digest is None or now[0] is None or _digest(path) != digest:
+            return f"{path} changed"  # by its bytes, where they were hashed
+    for path, stamp, names, entries, racy in deps["dirs"]:
         now = _dir_stamp(path)
-        if now != stamp and (
+        if (now != stamp or racy) and (
             None in (now[0], stamp[0]) or _matching(path, names) != entries
         ):  # it appeared (a folder or a zip file) or went, or its modules did
             return f"a module appeared or went in {path}"
-    for path, stamp, entries in deps["lists"]:
-        if _dir_stamp(path) != stamp and _names(path) != entries:
+    for path, stamp, entries, racy in deps["lists"]:
+        if (_dir_stamp(path) != stamp or racy) and _names(path) != entries:
             return f"{path} gained or lost an entry"
     return None

@@ -421,3 +421,40 @@ def test_a_variable_read_while_site_runs_counts(world: dict[str, str]) -> None:
     docs = [answer(child(world, args, SITE_TP=tp, **env)) for tp in ("2", "2", "4")]
     assert [d["how"] for d in docs] == ["evaluated", "cache", "evaluated"]
     assert ["tp=2" in docs[0]["inputs"], "tp=4" in docs[2]["inputs"]] == [True, True]
+
+
+@pytest.mark.parametrize(
+    "case", ["a trailing slash on PYTHONPATH", "a .pth in a PYTHONPATH folder"]
+)
+def test_what_changes_nothing_hits(world: dict[str, str], case: str) -> None:
+    """Issue #28's needless misses: each of these launches evaluated again."""
+    env = {}
+    if case == "a trailing slash on PYTHONPATH":
+        folders = world["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(f"{folder}/" for folder in folders)
+    else:  # site never reads it there
+        Path(world["PYTHONPATH"].split(os.pathsep)[0], "extra.pth").write_text("")
+    docs = [answer(child(world, RECIPE, **env)) for _ in range(2)]
+    assert [d["how"] for d in docs] == ["evaluated", "cache"]
+
+
+def test_a_check_adds_no_dependency_the_evaluation_had_not(
+    world: dict[str, str], tmp_path: Path
+) -> None:
+    """Was: the check concluded its Q while still recording, so the entry it
+    stored anew depended on WORLD_SIZE and GPU_MAX_HW_QUEUES too: a miss at
+    every rank of another world size (issue #28)."""
+    answer(child(world, RECIPE))
+    entry = Path(world["CACHE"], f"{'k' * 32}.json")
+    before = json.loads(entry.read_text())["deps"]["env"]
+    inputs = json.loads(entry.read_text())["result"]["inputs"]
+    process = subprocess.run(
+        [*CHILD, "--cache", world["CACHE"], "--key", "k" * 32, "--check", inputs,
+         "--", *RECIPE],
+        cwd=world["WORK"], capture_output=True, text=True, timeout=60,
+        env={**world, "WORLD_SIZE": "4", "GPU_MAX_HW_QUEUES": "8",
+             "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
+    )  # fmt: skip
+    assert json.loads(process.stdout) == {"verdict": "same"}
+    after = json.loads(entry.read_text())["deps"]["env"]
+    assert after == before and "WORLD_SIZE" not in after

@@ -122,21 +122,22 @@ def test_what_is_recorded(workdir: Path, modules: str) -> None:
     assert str(workdir / "my_recipes" / "__init__.py") in files  # imported
     assert str(workdir / "my_helper.py") in files  # imported by it
     assert str(workdir / "size.txt") in files  # opened
-    assert files[str(workdir / "missing.txt")] == [None] * 4  # must stay absent
+    # must stay absent: no stamp, no bytes, not racy
+    assert files[str(workdir / "missing.txt")] == [None, None, None, None, None, False]
     assert str(workdir / "out.log") not in files  # written: an output
     assert str(site_folder / "extra.pth") in files
     assert str(site_folder / "notes.txt") not in files
     assert not any(p.startswith("/proc/") for p in files)
     assert not any(p.endswith(".pyc") for p in files)
     assert not any(p.startswith(str(workdir / "cache")) for p in files)
-    searched = {path: (names, entries) for path, _, names, entries in deps["dirs"]}
+    searched = {path: (names, entries) for path, _, names, entries, _ in deps["dirs"]}
     names, entries = searched[str(workdir)]
     assert {"my_recipes", "my_helper", "not_there_yet", "sitecustomize"} <= set(names)
     assert entries == ["my_helper.py", "my_recipes"]
     # A module of a package is looked for in the package's folder only.
     assert searched[str(workdir / "my_recipes")] == (["registry"], ["registry.py"])
     assert "not_there_yet" in searched[str(ROOT)][0]  # PYTHONPATH's folder too
-    assert [path for path, _, _ in deps["lists"]] == [str(workdir / "checkpoints")]
+    assert [path for path, *_ in deps["lists"]] == [str(workdir / "checkpoints")]
     # By name only, and only what a config could use.
     assert deps["env"] == {"MY_DEGREE": "2", "SLURM_NNODES": "4"}
 
@@ -224,6 +225,7 @@ def test_what_invalidates(workdir: Path, change: str, said: str) -> None:
         (workdir / "my_helper.py").write_text("DEGREE = 4\n")
         _later(workdir / "my_helper.py")
     elif change == "a file it read":
+        (workdir / "size.txt").write_text("4\n")  # its bytes, not only its time
         _later(workdir / "size.txt")
     elif change == "a file it missed now exists":
         (workdir / "missing.txt").write_text("")
@@ -273,6 +275,10 @@ import json, os, sys
 sys.path.insert(0, os.getcwd())
 from rocm_hwq_autoset._evaluation.deps import ChangedDuring, Recorder
 body = compile(os.environ.pop("BODY"), "recipe.py", "exec")
+if os.environ.get("CLOCK_BEHIND"):  # every file's times ahead of this clock
+    import time
+    _now = time.time_ns
+    time.time_ns = lambda: _now() - int(float(os.environ["CLOCK_BEHIND"]) * 1e9)
 recorder = Recorder()
 recorder.start()
 exec(body)
@@ -343,8 +349,6 @@ def test_a_listing_not_read_at_once_is_over(workdir: Path) -> None:
 CHANGES = {
     "a file edited after it was read": (
         "open('size.txt').read()\nos.system('echo 16 > size.txt')", "size.txt"),
-    "a file edited before it was read": (
-        "os.system('echo 16 > size.txt')\nopen('size.txt').read()", "size.txt"),
     "a module edited after its import": (
         "import my_helper\nos.system('echo DEGREE = 4 > my_helper.py')",
         "my_helper.py"),
@@ -408,8 +412,8 @@ def test_a_folder_it_listed_counts_whole_even_on_the_import_path(
     """Was: a listed folder that was also searched for modules (here the
     working directory) counted only its module-like names."""
     deps = run(workdir, listing)
-    assert str(workdir) in [path for path, _, _, _ in deps["dirs"]]  # searched
-    assert str(workdir) in [path for path, _, _ in deps["lists"]]
+    assert str(workdir) in [path for path, *_ in deps["dirs"]]  # searched
+    assert str(workdir) in [path for path, *_ in deps["lists"]]
     (workdir / "run-2.txt").write_text("")
     assert changed(deps, {}) == f"{workdir} gained or lost an entry"
 
@@ -420,7 +424,7 @@ def test_the_import_machinery_listing_a_folder_counts_its_modules(
     """``pkgutil`` (and ``importlib.metadata``) list folders for modules: any
     module appearing there counts, nothing else does."""
     deps = run(workdir, "import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))")
-    assert str(workdir / "my_recipes") not in [p for p, _, _ in deps["lists"]]
+    assert str(workdir / "my_recipes") not in [p for p, *_ in deps["lists"]]
     (workdir / "my_recipes" / "notes.txt").write_text("")
     assert changed(deps, {}) is None
     (workdir / "my_recipes" / "extra.py").write_text("")
@@ -588,7 +592,8 @@ def test_a_recording_that_fails_fails_no_read_and_stores_nothing(
             "deps._dir_stamp = None  # the recording of a listing breaks\n"
             "assert 'size.txt' in os.listdir('.')\n"
             "open('size.txt').read()")  # fmt: skip
-    assert run(workdir, body) == {"changed during": "the recording failed"}
+    failed = run(workdir, body)["changed during"]
+    assert failed.startswith("the recording failed (")
 
 
 # Issue #28, "detectable, but only warned": reads the design records, which a
@@ -678,3 +683,62 @@ def test_a_presence_test_of_a_per_job_variable_counts_by_presence(
     deps = run(workdir, f"{name!r} in os.environ", **{name: "77"})
     assert changed(deps, {name: "78"}) is None  # another job: the same answer
     assert changed(deps, {}) == f"{name} appeared or went"
+
+
+@pytest.mark.parametrize(
+    "change", ["touch", "a git checkout to another branch and back", "cp -p"]
+)
+def test_a_file_whose_stamp_changed_but_not_its_bytes_changes_nothing(
+    workdir: Path, change: str
+) -> None:
+    """Was: ``touch`` or switching branches and back made every file it touched
+    a miss; now a file's bytes count when its stamp changed, as mypy's and
+    ccache's caches compare content when the stat data differ (issue #28)."""
+    deps = record(workdir)
+    helper = workdir / "my_helper.py"
+    if change == "touch":
+        _later(helper)
+    elif change == "cp -p":
+        copy = workdir.parent / "copy.py"
+        copy.write_bytes(helper.read_bytes())
+        os.replace(copy, helper)  # another inode, another change time
+    else:
+        helper.write_text("DEGREE = 4\n")
+        helper.write_text("DEGREE = 2\n")
+        _later(helper)
+    assert changed(deps, ENV) is None
+    helper.write_text("DEGREE = 8\n")  # its bytes: counted
+    assert changed(deps, ENV) == f"{helper} changed"
+
+
+def test_a_file_changed_as_the_evaluation_began_counts_by_its_bytes(
+    workdir: Path,
+) -> None:
+    """Was: a file changed within the file system's clock tick of the start,
+    or with a change time later than this node's clock (a file server whose
+    clock runs ahead), was "racy" and nothing was stored: an evaluation at
+    every launch. Now it is stored and counts by its bytes at every check: a
+    change within the same tick, which leaves the stamp as it was, is seen."""
+    body = "os.system('echo 16 > size.txt')\nopen('size.txt').read()"
+    deps = run(workdir, body)
+    [record_] = [r for r in deps["files"] if r[0] == str(workdir / "size.txt")]
+    assert record_[-1] is True and record_[-2] is not None  # racy, by its bytes
+    assert changed(deps, {}) is None
+    stamp = os.stat(workdir / "size.txt")
+    (workdir / "size.txt").write_text("32\n")  # the same size, the same tick:
+    os.utime(workdir / "size.txt", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert changed(deps, {}) == f"{workdir / 'size.txt'} changed"
+
+
+def test_a_file_server_clock_ahead_of_this_node_stores_all_the_same(
+    workdir: Path,
+) -> None:
+    """Every file such a server changed lately looks changed after the start
+    by this node's clock: each counts by its bytes, and the answer is kept.
+    Was: nothing was ever stored (issue #28)."""
+    body = "import my_helper\nopen('size.txt').read()"
+    deps = run(workdir, body, CLOCK_BEHIND="3600")  # the server an hour ahead
+    assert "changed during" not in deps, deps
+    assert changed(deps, {}) is None
+    racy = {path for path, *_, is_racy in deps["files"] if is_racy}
+    assert {str(workdir / "size.txt"), str(workdir / "my_helper.py")} <= racy

@@ -35,7 +35,7 @@ SITECUSTOMIZE = r"""
 import json, os, sys
 argv = list(getattr(sys, "orig_argv", []))
 _log = os.environ.get("EVAL_LOG")  # now: the evaluation records what it reads
-if "rocm_hwq_autoset._evaluation.child" in argv and _log:
+if any("rocm_hwq_autoset._evaluation.child" in a for a in argv) and _log:
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)
