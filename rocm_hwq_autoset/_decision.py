@@ -18,6 +18,7 @@ from __future__ import annotations
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
+    HIP_DEFAULT_QUEUES,
     INPUTS,
     INVALID,
     MODULE_FORM,
@@ -43,7 +44,7 @@ from ._model import Config, Inputs, Recommendation, decode_inputs, read_inputs
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from ._argv import Launch
@@ -275,6 +276,22 @@ def value_words(rec: Recommendation) -> str:
     """A recommendation's value, as every line says it: ``8 (5 GPU streams:
     compute, ...)``."""
     return f"{rec.queues} ({len(rec.lanes)} GPU streams: {', '.join(rec.lanes)})"
+
+
+def too_late(outcome: Outcome, *, during: str, early: Sequence[str] = ()) -> Outcome:
+    """The warning of a process whose HIP runtime started before the value was
+    put in place (``during``: when it was put; ``early``: the ``.pth`` files
+    ``site`` ran before this package's): HIP read its flags already, so this
+    process runs with HIP's default; its children get the value."""
+    before = f"; .pth files site ran before ours: {', '.join(early)}" if early else ""
+    return Outcome(
+        WARNING,
+        f"HIP had started in this process {during}, before {QUEUES}="
+        f"{outcome.queues} was set{before}: this process runs with HIP's default"
+        f" ({HIP_DEFAULT_QUEUES})",
+        f"set {QUEUES}={outcome.queues} in the job's environment ({NAME} explain"
+        " --export), or start HIP later",
+    )
 
 
 def _skip(text: str) -> Outcome:

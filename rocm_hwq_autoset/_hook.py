@@ -21,8 +21,10 @@ from ._decision import (
     decide,
     internal_error,
     recommend_launch,
+    too_late,
 )
 from ._environ import (
+    HIP_DEFAULT_QUEUES,
     INPUTS,
     NAME,
     ORIGIN,
@@ -101,12 +103,25 @@ def outcome_for(
 
 
 def apply(
-    outcome: Outcome, *environs: MutableMapping[str, str], quiet: bool = False
+    outcome: Outcome,
+    *environs: MutableMapping[str, str],
+    quiet: bool = False,
+    during: str = "at interpreter start",
 ) -> None:
     """Set what the outcome sets in each of ``environs`` (``os.environ`` if
     none; a launcher's worker gets a mapping of its own), and, unless
-    ``quiet``, say it as the first one's log level and rank ask."""
+    ``quiet``, say it as the first one's log level and rank ask. A value put
+    in this process's own environment comes in time only if HIP has not
+    started here yet: if it has, one warning says so (``during``: when the
+    value was put; a value this process started with was in time, and HIP's
+    default needs no time)."""
     targets = environs or (os.environ,)
+    value = None if outcome.queues is None else str(outcome.queues)
+    put_here = (
+        not environs
+        and value not in (None, str(HIP_DEFAULT_QUEUES))
+        and os.environ.get(QUEUES) != value
+    )
     for target in targets:
         if outcome.queues is not None:
             target[QUEUES] = str(outcome.queues)
@@ -118,6 +133,12 @@ def apply(
                 target.pop(INPUTS, None)
     if not quiet:
         say(outcome, targets[0])
+    if put_here:
+        from ._rocm import early_pth_files, hip_started  # only with a value
+
+        if hip_started():
+            early = early_pth_files(_site_dirs())
+            say(too_late(outcome, during=during, early=early), os.environ)
 
 
 def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
@@ -133,6 +154,14 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
             stream.flush()
     except Exception:  # a closed or broken stderr must not break start-up
         pass
+
+
+def _site_dirs() -> list[str]:
+    """The directories ``site`` ran ``.pth`` files in, in its order."""
+    import site
+
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    return [*user, *site.getsitepackages()]
 
 
 def _detect() -> tuple[bool, str]:

@@ -1,9 +1,15 @@
-"""Is this a ROCm machine? Decided without importing torch.
+"""Is this a ROCm machine, decided without importing torch; and has HIP's
+runtime already started in this process?
 
 torch's ``torch/version.py`` is generated at build time with ``hip`` set to the
 HIP version on ROCm builds and to ``None`` on CUDA and CPU builds; PR #4032 acts
 iff ``torch.version.hip`` is set. We read that file as text, never execute it.
 Without torch on the path, the HIP runtime library decides.
+
+HIP reads ``GPU_MAX_HW_QUEUES`` once, when its runtime starts (``hipInit``, or
+any first HIP call); ``import torch`` alone does not start it. Starting it runs
+``hsa_init``, whose thunk (libhsakmt) opens ``/dev/kfd`` and keeps it open: a
+process that holds it has started HIP (:func:`hip_started`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 HIP_LIBRARY = "libamdhip64.so"
+#: The device HIP's runtime opens as it starts, and keeps open.
+KFD = "/dev/kfd"
+#: This package's start-up file: the ``.pth`` files ``site`` runs before it
+#: may have started HIP already.
+PTH = "rocm_hwq_autoset.pth"
 DEFAULT_ROCM_PATH = "/opt/rocm"
 #: Largest ``torch/version.py`` read; PyTorch's is a few hundred bytes.
 MAX_VERSION_PY_BYTES = 64 << 10
@@ -84,3 +95,48 @@ def hip_runtime(environ: Mapping[str, str]) -> str:
             if name.startswith(HIP_LIBRARY):
                 return os.path.join(lib, name)
     return ""
+
+
+def hip_started() -> bool:
+    """Whether HIP's runtime has started in this process: it holds :data:`KFD`
+    open. One listing of ``/proc/self/fd`` and a ``readlink`` per descriptor
+    (benchmarks/in_time.py); False where that cannot be told."""
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for fd in descriptors:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == KFD:
+                return True
+        except OSError:  # the listing's own descriptor, closed meanwhile
+            continue
+    return False
+
+
+def early_pth_files(site_dirs: Iterable[str]) -> list[str]:
+    """The ``.pth`` files ``site`` runs before this package's (:data:`PTH`)
+    that run code (a line that starts with ``import``): what may have started
+    HIP before the hook. ``site_dirs`` in ``site``'s order (the user site, then
+    the site directories); within one, by name, up to ours."""
+    found: list[str] = []
+    for folder in site_dirs:
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name == PTH:
+                return found
+            if name.endswith(".pth") and _runs_code(os.path.join(folder, name)):
+                found.append(os.path.join(folder, name))
+    return found
+
+
+def _runs_code(path: str) -> bool:
+    """Whether a ``.pth`` file has a line ``site`` executes."""
+    try:
+        text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("utf-8", "replace")
+    except ConfigError:
+        return False
+    return any(line.startswith(("import ", "import\t")) for line in text.splitlines())

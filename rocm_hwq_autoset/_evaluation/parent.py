@@ -376,28 +376,32 @@ class Waiter:
             and args
             and str(args[0]).partition(".")[0] == "torch"
         ):
-            self.need()
+            self.need(during=f"as {args[0]} was imported")
 
-    def need(self, environ: MutableMapping[str, str] | None = None) -> None:
-        """The value is needed now: wait for it (once, in one thread; the
-        others wait for that one), heed a check's verdict if one came, then
-        put the value where the process about to start will see it. Raises
-        only what is not the evaluation's: the process start or import it
-        guards must not fail for our sake."""
+    def need(
+        self,
+        environ: MutableMapping[str, str] | None = None,
+        during: str = "as it started a process",
+    ) -> None:
+        """The value is needed now (``during``: what this process does): wait
+        for it (once, in one thread; the others wait for that one), heed a
+        check's verdict if one came, then put the value where the process
+        about to start will see it. Raises only what is not the evaluation's:
+        the process start or import it guards must not fail for our sake."""
         try:
-            self._need(environ)
+            self._need(environ, during)
         except BaseException as exc:
             if is_foreign(exc):
                 raise
 
-    def _need(self, environ: MutableMapping[str, str] | None) -> None:
+    def _need(self, environ: MutableMapping[str, str] | None, during: str) -> None:
         owner = os.getpid() == self.owner
         if self.outcome is None and not self.abandoned and owner:
             with self.lock:  # the others wait for the one that asks
                 if not self.asked and not self.abandoned:
                     self.asked = True
                     self.outcome = self._conclude()
-                    self.apply(self.outcome)
+                    self.apply(self.outcome, during=during)
         if self.evaluation is not None:
             self.evaluation.child.reap()  # one that answered and ended: no zombie
         if owner and not self.abandoned:

@@ -83,13 +83,17 @@ class Applied:
 
     def __init__(self) -> None:
         self.calls: list[
-            tuple[Outcome, tuple[MutableMapping[str, str], ...], bool]
+            tuple[Outcome, tuple[MutableMapping[str, str], ...], bool, str]
         ] = []
 
     def __call__(
-        self, outcome: Outcome, *environs: MutableMapping[str, str], quiet: bool = False
+        self,
+        outcome: Outcome,
+        *environs: MutableMapping[str, str],
+        quiet: bool = False,
+        during: str = "",
     ) -> None:
-        self.calls.append((outcome, environs, quiet))
+        self.calls.append((outcome, environs, quiet, during))
         from rocm_hwq_autoset._hook import apply
 
         for environ in environs:

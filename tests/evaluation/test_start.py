@@ -82,8 +82,8 @@ def starting(
         exits.clear()
         Installed.made.clear()
         parent.start(launch, applied)
-        assert all(environs == () for _, environs, _ in applied.calls)
-        said = [outcome for outcome, _, _ in applied.calls]
+        assert all(environs == () for _, environs, *_ in applied.calls)
+        said = [outcome for outcome, *_ in applied.calls]
         if not Installed.made or Installed.made[-1].evaluation is None:
             checks = [getattr(f, "__self__", None) for f in exits]
             if not checks:

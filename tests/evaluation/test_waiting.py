@@ -38,7 +38,7 @@ def test_every_process_start_waits_once(
     w.audit(event, ("x",))
     w.audit(POPEN, popen_args(None))
     assert evaluation.calls == ["answer"]
-    [(outcome, environs, quiet)] = applied.calls
+    [(outcome, environs, quiet, _)] = applied.calls
     assert (outcome.level, outcome.queues, environs, quiet) == ("set", 8, (), False)
     assert w.outcome is outcome
 
@@ -132,7 +132,7 @@ def test_a_failed_evaluation_marks_every_worker(
     for env in envs:
         w.audit(POPEN, popen_args(env))
     assert envs == [{"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}] * 2
-    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    [(outcome, *_)] = [call for call in applied.calls if not call[2]]
     assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
 
 
@@ -149,7 +149,7 @@ def test_a_rank_started_without_a_launcher_counts_its_world_size(
     evaluation = FakeEvaluation(DENSE_TP2)
     w = parent.Waiter(pending(in_process=True), applied, evaluation=evaluation)  # type: ignore[arg-type]
     w.audit("import", ("torch", None, [], [], []))
-    [(outcome, _, _)] = applied.calls
+    [(outcome, *_)] = applied.calls
     assert (outcome.queues, outcome.marker) == (4, "4 --module")
     assert "fsdp_comm" not in outcome.message
 
@@ -211,7 +211,7 @@ def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     w = parent.Waiter(pending(), applied, evaluation=evaluation)  # type: ignore[arg-type]
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # no exception: the worker starts
-    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    [(outcome, *_)] = [call for call in applied.calls if not call[2]]
     assert outcome.level == "warning"
     assert outcome.message == (
         "--module/--config: internal error (RuntimeError: a bug of ours);"
@@ -226,7 +226,7 @@ def test_a_cached_answer_is_said_to_be_one(
     w, evaluation, applied = waiter
     evaluation.cached = True
     w.need()
-    [(outcome, _, quiet)] = applied.calls
+    [(outcome, _, quiet, _)] = applied.calls
     assert not quiet
     assert outcome.message == (
         "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
@@ -246,7 +246,7 @@ def test_our_own_failure_after_the_answer_is_one_warning(
     w, _, applied = waiter
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))
-    [(outcome, _, _)] = [call for call in applied.calls if not call[2]]
+    [(outcome, *_)] = [call for call in applied.calls if not call[2]]
     assert (outcome.level, outcome.marker) == ("warning", "unset --module")
     assert outcome.message == (
         "--module/--config: internal error (RuntimeError: a bug of ours);"
@@ -264,7 +264,7 @@ def test_a_process_the_evaluation_starts_while_waited_for_does_not_wait() -> Non
     evaluation.meanwhile = lambda: w.audit(POPEN, popen_args(None))
     w.need()
     assert evaluation.calls == ["answer"]
-    [(outcome, environs, quiet)] = applied.calls
+    [(outcome, environs, quiet, _)] = applied.calls
     assert (outcome.queues, environs, quiet) == (8, (), False)
 
 
@@ -275,7 +275,7 @@ def test_the_launchers_own_environment_is_not_given_the_value_twice(
     (here the stand-in apply sets nothing there); nothing more is said."""
     w, _, applied = waiter
     w.audit(POPEN, popen_args(os.environ))
-    assert [(o.queues, envs, quiet) for o, envs, quiet in applied.calls] == [
+    assert [(o.queues, envs, quiet) for o, envs, quiet, _ in applied.calls] == [
         (8, (), False)
     ]
 
@@ -411,7 +411,7 @@ def test_a_wrapped_function_removed_meanwhile_does_not_stop_the_value(
     del os.execve  # a library of the launcher took it away
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))
-    assert [(o.queues, quiet) for o, _, quiet in applied.calls] == [
+    assert [(o.queues, quiet) for o, _, quiet, _ in applied.calls] == [
         (8, False),
         (8, True),
     ]
@@ -537,7 +537,7 @@ def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
         corrected = {"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 --module",
                      "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(Q4.inputs)}  # fmt: skip
         assert made_before == corrected and later == corrected
-        [(outcome, _, quiet)] = [c for c in applied.calls if c[1] == ()]
+        [(outcome, _, quiet, _)] = [c for c in applied.calls if c[1] == ()]
         assert (outcome.queues, quiet) == (4, True)  # the check said it
     else:
         assert made_before == Q8 and later == Q8
@@ -545,3 +545,18 @@ def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
     own = {"GPU_MAX_HW_QUEUES": "2"}  # the launcher's own value stays
     w.audit(POPEN, popen_args(own))
     assert own == {"GPU_MAX_HW_QUEUES": "2"}
+
+
+def test_the_wait_says_what_ended_it(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+) -> None:
+    """The hook checks, as the value goes in, that HIP has not started in this
+    process; its warning says when that was (issue #31)."""
+    w, _, applied = waiter
+    w.launch = pending(in_process=True)
+    w.audit("import", ("torch.cuda", None, [], [], []))
+    assert [during for *_, during in applied.calls] == ["as torch.cuda was imported"]
+    spawned = Applied()
+    w2 = parent.Waiter(pending(), spawned, evaluation=FakeEvaluation())  # type: ignore[arg-type]
+    w2.audit(POPEN, popen_args({}))
+    assert [c[-1] for c in spawned.calls if c[1] == ()] == ["as it started a process"]

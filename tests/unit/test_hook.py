@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import _rocm_hwq_autoset_gate as gate
-from rocm_hwq_autoset import _decision, _hook
+from rocm_hwq_autoset import _decision, _hook, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._rocm import detect
@@ -397,3 +397,104 @@ def test_both_forms_for_another_program_is_the_toml_launch(
     assert run(env, ["--job.config_file", job, "--module", "m"], rocm_path,
                capsys) == LINE  # fmt: skip
     assert env["GPU_MAX_HW_QUEUES"] == "8"
+
+
+# Issue #31: in time, proven. HIP's runtime, started, holds /dev/kfd open; a
+# test stands a file of its own in for the device (``_rocm.KFD``).
+
+
+EIGHT = recommend(
+    {"parallelism": {"tensor_parallel_degree": 2, "expert_parallel_degree": 2}},
+    world_size=8, is_moe=True,
+)  # fmt: skip
+
+
+@pytest.fixture
+def device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from rocm_hwq_autoset import _rocm
+
+    kfd = tmp_path / "kfd"
+    kfd.write_text("")
+    monkeypatch.setattr(_rocm, "KFD", str(kfd))
+    return kfd
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize("started", [True, False])
+def test_a_value_put_after_hip_started_is_said_to_come_too_late(
+    device: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, started: bool,
+) -> None:  # fmt: skip
+    """The value goes in (its children get it), and one warning says this
+    process runs with HIP's default, what ran first, and how to mend it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "aaa_gpu_probe.pth").write_text("import os; os.environ\n")  # runs code
+    (site / "aab_paths.pth").write_text("/opt/extra\n")  # only a path
+    (site / "rocm_hwq_autoset.pth").write_text("")
+    (site / "zzz_late.pth").write_text("import os\n")  # after ours
+    monkeypatch.setattr(_hook, "_site_dirs", lambda: [str(site)])
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET_LOG", raising=False)
+    monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
+    held = os.open(device, os.O_RDWR) if started else None
+    outcome = _decision.Outcome(
+        "set", "GPU_MAX_HW_QUEUES=8 (...)", rec=EIGHT, marker="8 job.config_file"
+    )
+    _hook.apply(outcome)
+    lines = capsys.readouterr().err.splitlines()
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "8"
+    assert lines[0] == "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (...)"
+    if held is None:
+        assert lines[1:] == []
+        return
+    assert lines[1:] == [
+        "rocm-hwq-autoset: warning: HIP had started in this process at interpreter"
+        " start, before GPU_MAX_HW_QUEUES=8 was set; .pth files site ran before"
+        f" ours: {site / 'aaa_gpu_probe.pth'}: this process runs with HIP's default"
+        " (4); set GPU_MAX_HW_QUEUES=8 in the job's environment (rocm-hwq-autoset"
+        " explain --export), or start HIP later"
+    ]
+
+
+@pytest.mark.forked
+def test_a_value_given_to_another_process_is_not_its_own_late_value(
+    device: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A launcher hands its worker the value in the worker's own mapping: the
+    worker's HIP reads it whenever it starts."""
+    os.open(device, os.O_RDWR)
+    outcome = _decision.Outcome("set", "x", rec=EIGHT, marker="8 --module")
+    worker: dict[str, str] = {}
+    _hook.apply(outcome, worker, quiet=True)
+    assert worker["GPU_MAX_HW_QUEUES"] == "8" and capsys.readouterr().err == ""
+
+
+@pytest.mark.forked
+@pytest.mark.parametrize("before", ["8", "4"])
+def test_a_value_hip_read_at_its_start_is_in_time(
+    device: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, before: str,
+) -> None:  # fmt: skip
+    """A worker started with the value (its launcher gave it), or a value that
+    is HIP's default (4): whenever HIP started, it has the value."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", before)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    os.open(device, os.O_RDWR)
+    rec = EIGHT if before == "8" else recommend(None)
+    outcome = _decision.Outcome("set", "x", rec=rec, marker=f"{before} --module")
+    _hook.apply(outcome, quiet=True)
+    assert os.environ["GPU_MAX_HW_QUEUES"] == before
+    assert capsys.readouterr().err == ""
+
+
+def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
+    from rocm_hwq_autoset import _rocm
+
+    assert not _rocm.hip_started()
+    fd = os.open(device, os.O_RDONLY)
+    try:
+        assert _rocm.hip_started()
+    finally:
+        os.close(fd)
+    assert not _rocm.hip_started()
