@@ -157,11 +157,16 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
 
 
 def _site_dirs() -> list[str]:
-    """The directories ``site`` ran ``.pth`` files in, in its order."""
+    """The directories ``site`` ran ``.pth`` files in, in its order: the site
+    directories (this environment's, its base's, the user's) as they stand on
+    ``sys.path``, where ``site`` puts each before it runs its ``.pth`` files
+    (Python 3.12 and older run a venv's from ``site.venv``, before the list
+    ``site.getsitepackages`` gives says it is one)."""
     import site
 
-    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
-    return [*user, *site.getsitepackages()]
+    prefixes = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    known = {*site.getsitepackages(prefixes), site.getusersitepackages()}
+    return [entry for entry in dict.fromkeys(sys.path) if entry in known]
 
 
 def _detect() -> tuple[bool, str]:

@@ -99,18 +99,24 @@ def hip_runtime(environ: Mapping[str, str]) -> str:
 
 def hip_started() -> bool:
     """Whether HIP's runtime has started in this process: it holds :data:`KFD`
-    open. One listing of ``/proc/self/fd`` and a ``readlink`` per descriptor
-    (benchmarks/in_time.py); False where that cannot be told."""
+    open. No device, no start (one ``stat``); else one listing of
+    ``/proc/self/fd`` and an ``fstat`` per descriptor, matched by the device
+    file's identity (device and inode: the name a descriptor's link gives
+    depends on the mount namespace that opened it); benchmarks/in_time.py.
+    False where that cannot be told."""
     try:
+        device = os.stat(KFD)
         descriptors = os.listdir("/proc/self/fd")
     except OSError:
         return False
+    identity = (device.st_dev, device.st_ino)
     for fd in descriptors:
         try:
-            if os.readlink(f"/proc/self/fd/{fd}") == KFD:
-                return True
+            held = os.fstat(int(fd))
         except OSError:  # the listing's own descriptor, closed meanwhile
             continue
+        if (held.st_dev, held.st_ino) == identity:
+            return True
     return False
 
 

@@ -38,6 +38,7 @@ RUNS = {
     "soak.py": "",
     "startup.py": "",
     "decision.py": "",
+    "in_time.py": "",
     "toml_limits.py": "",
     "verify_throughput.py": "",
 }
@@ -135,6 +136,14 @@ def test_decision(quick: QuickRuns) -> None:
     out = quick.output("decision.py")
     figures(out, rf"decision net of the parser import: min {NUMBER} ms,"
                  rf" median {NUMBER} ms")  # fmt: skip
+
+
+def test_in_time(quick: QuickRuns) -> None:
+    out = quick.output("in_time.py")
+    figures(out, rf"a /dev/kfd +8 +{NUMBER} / {NUMBER} ms +{NUMBER} / {NUMBER} ms\n",
+            rf"in a TOML launch \(a fake ROCm torch, a device\): \d+ descriptors"
+            rf" open, the check {NUMBER} ms CPU",
+            r"budget 0\.1 ms on a launch: (?:met|NOT met)\n")  # fmt: skip
 
 
 def test_toml_limits(quick: QuickRuns) -> None:

@@ -77,10 +77,11 @@ class Launch:
         self.cache = root / "cache"
 
     def run(self, args: list[str], *, torch: Path | None = None,
-            env: dict[str, str] | None = None,
-            cpus: set[int] | None = None) -> tuple[Any, str, float]:  # fmt: skip
+            env: dict[str, str] | None = None, cpus: set[int] | None = None,
+            prefix: tuple[str, ...] = ()) -> tuple[Any, str, float]:  # fmt: skip
         """``python ARGS`` in a session of its own, as a job starts (on the
-        ``cpus`` given only, for it and all it starts)."""
+        ``cpus`` given only, for it and all it starts; through ``prefix``, a
+        command that runs the rest)."""
         path = os.pathsep.join(str(p) for p in (torch or self.rocm, self.standin))
         full_env = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
                     "STANDIN_LOG": str(self.log),
@@ -88,7 +89,8 @@ class Launch:
                     **(env or {})}  # fmt: skip
         pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
         start = time.perf_counter()
-        proc = subprocess.run([self.venv.python, *args], cwd=self.work, env=full_env,
+        proc = subprocess.run([*prefix, self.venv.python, *args], cwd=self.work,
+                              env=full_env,
                               capture_output=True, text=True, timeout=120,
                               start_new_session=True, preexec_fn=pin)  # fmt: skip
         elapsed = time.perf_counter() - start

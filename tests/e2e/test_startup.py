@@ -90,8 +90,10 @@ def start(
     env: dict[str, str] | None = None,
     python_flags: tuple[str, ...] = (),
     program: Path | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], str]:
-    """Start ``python <form> args`` and return what the probe saw and stderr."""
+    """Start ``python <form> args`` (through ``prefix``, a command that runs
+    the rest) and return what the probe saw and stderr."""
     full_env = {"PATH": os.environ["PATH"], "PROBE": str(world.probe)}
     if torch is not None:
         full_env["PYTHONPATH"] = str(torch)
@@ -102,7 +104,7 @@ def start(
         "command": ["-c", PROBE],
     }[form]
     proc = subprocess.run(
-        [venv.python, *python_flags, *head, *args],
+        [*prefix, venv.python, *python_flags, *head, *args],
         cwd=world.root, env=full_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

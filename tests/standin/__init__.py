@@ -205,6 +205,8 @@ print(json.dumps(None))
 """,
     "torchtitan/train.py": """
 import json, os, sys
+if os.environ.get("STANDIN_START_HIP"):  # a C extension that starts HIP first
+    os.open(os.environ["STANDIN_START_HIP"], os.O_RDWR)
 try:
     import torch  # torchtitan's first import; HIP reads its flags after it
 except ImportError:
