@@ -14,6 +14,10 @@ The switch's off values are a literal copy of ``_environ.OFF_VALUES``
 (tests/unit/test_environ.py holds them equal); whether arguments make a launch
 is then decided exactly by ``_argv.find_launch``, for which this test never
 stays shut (tests/unit/test_gate.py, tests/unit/test_properties.py).
+
+Python 3.9 has no ``sys.orig_argv``: there :func:`command_line` reads the
+process's command line from ``/proc/self/cmdline`` where a ``python -m M``
+needs it (the gate and ``_argv.program``), never on the idle path.
 """
 
 import os
@@ -50,6 +54,7 @@ def may_be_launch(
         "no",
     ):
         return False
+    own = argv is None
     if argv is None:
         argv = getattr(sys, "argv", None) or ()
         if orig_argv is None:
@@ -59,8 +64,50 @@ def may_be_launch(
         return True
     if MODULE_FLAG not in flags:
         return False
+    if own and orig_argv is None and argv[0] == "-m":  # Python 3.9's python -m M
+        orig_argv = command_line(argv)
     named = list(orig_argv or [""])[1:] or argv
     return any("torchtitan" in str(arg) for arg in named)
+
+
+#: Where Linux keeps a process's whole command line, each argument ended by a
+#: NUL: what ``sys.orig_argv`` holds on 3.10+.
+PROC_CMDLINE = "/proc/self/cmdline"
+#: Most bytes of it read. The kernel's own limit for one argument is 128 KiB
+#: (``MAX_ARG_STRLEN``); a torchtitan launch's line is a few hundred bytes. A
+#: longer line is not read: the process is then taken as Python 3.9 sees it.
+MAX_CMDLINE_BYTES = 128 << 10
+
+
+def command_line(argv: "Sequence[object]") -> "list[str] | None":
+    """This process's whole command line, as ``sys.orig_argv`` gives it on
+    Python 3.10+, for a process whose ``sys.argv`` is ``argv``: at start-up a
+    ``python -m M ARGS`` has ``["-m", ARGS...]`` there, without M. From
+    :data:`PROC_CMDLINE`, bounded; None where there is none (not
+    Linux), it is longer than :data:`MAX_CMDLINE_BYTES`, or it does not end
+    with the arguments ``argv`` holds (not this process's, or changed)."""
+    try:
+        fd = os.open(PROC_CMDLINE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    data = b""
+    try:
+        while len(data) <= MAX_CMDLINE_BYTES:
+            chunk = os.read(fd, MAX_CMDLINE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CMDLINE_BYTES or not data.endswith(b"\0"):
+        return None
+    words = [os.fsdecode(word) for word in data[:-1].split(b"\0")]
+    args = [str(arg) for arg in argv[1:]]
+    if len(words) < len(args) + 2 or words[len(words) - len(args) :] != args:
+        return None  # the interpreter and the module, at least, before ARGS
+    return words
 
 
 def start() -> None:

@@ -301,8 +301,15 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
 
 
 class Flags:
+    """``sys.flags`` with ``no_site`` replaced; every other flag as it is
+    (Python 3.9's ``open()`` reads ``utf8_mode``)."""
+
     def __init__(self, no_site: int) -> None:
         self.no_site = no_site
+        self._real = sys.flags
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
 
 
 @pytest.fixture

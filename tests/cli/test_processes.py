@@ -21,13 +21,9 @@ LAUNCHERS = {
     "console script": [str(SCRIPT)],
     "python -m": [sys.executable, "-m", "rocm_hwq_autoset"],
 }
-#: Before 3.10 a process started as ``python -m M`` cannot tell M at start-up
-#: (no ``sys.orig_argv``): the hook cannot know it is the package's own command.
-EACH_LAUNCHER = [
-    "console script",
-    pytest.param("python -m", marks=pytest.mark.skipif(
-        sys.version_info < (3, 10), reason="Python < 3.10 has no sys.orig_argv")),
-]  # fmt: skip
+#: Python 3.9 has no ``sys.orig_argv``: the hook reads a ``python -m M``'s
+#: module from ``/proc/self/cmdline`` there, so it knows its own command too.
+EACH_LAUNCHER = ["console script", "python -m"]
 JOB = "models__deepseek_v3__deepseek_v3_16b.toml"
 
 

@@ -90,6 +90,7 @@ def start(
     env: dict[str, str] | None = None,
     python_flags: tuple[str, ...] = (),
     program: Path | None = None,
+    module: str = "probe",
 ) -> tuple[dict[str, Any], str]:
     """Start ``python <form> args`` and return what the probe saw and stderr."""
     full_env = {"PATH": os.environ["PATH"], "PROBE": str(world.probe)}
@@ -98,7 +99,7 @@ def start(
     full_env.update(env or {})
     head = {
         "script": [str(program or world.probe)],
-        "module": ["-m", "probe"],
+        "module": ["-m", module],
         "command": ["-c", PROBE],
     }[form]
     proc = subprocess.run(
@@ -190,17 +191,25 @@ def test_a_near_miss_does_not_import_the_package(
         assert (seen["queues"], err) == (None, "")
 
 
-def test_a_module_launch_of_torchtitan_opens_the_gate(venv: Venv, world: World) -> None:
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_a_module_launch_of_torchtitan_opens_the_gate(
+    venv: Venv, world: World, form: str
+) -> None:
     """``--module`` for a torchtitan program opens it: the hook starts the
     evaluation (which this venv, without torchtitan, cannot make: nothing is
-    set; the program here ends before its answer)."""
+    set; the program here ends before its answer). ``python -m
+    torchtitan.train`` too, on Python 3.9 (no ``sys.orig_argv``: the hook
+    reads /proc/self/cmdline)."""
     titan = world.root / "torchtitan" / "train.py"
     titan.parent.mkdir(exist_ok=True)
     titan.write_text(PROBE)
     seen, err = start(venv, world, ["--module", "llama3", "--config", "c"],
-                      torch=world.rocm, program=titan)  # fmt: skip
+                      torch=world.rocm, program=titan, form=form,
+                      module="torchtitan.train",
+                      env={"ROCM_HWQ_AUTOSET_LOG": "verbose"})  # fmt: skip
     assert seen["package"] is True and seen["queues"] is None
     assert "Traceback" not in err
+    assert "no torchtitan --module/--config" not in err, err  # a launch
 
 
 @pytest.mark.parametrize("rank", ["0", "3"])

@@ -242,3 +242,109 @@ def test_the_public_names_and_a_typo() -> None:
     assert str(caught.value) == (
         "module 'rocm_hwq_autoset' has no attribute 'recomend'"
     )
+
+
+# Python 3.9: no sys.orig_argv, and sys.argv of ``python -m M`` is ["-m", ...].
+
+
+def write_cmdline(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+LINE_OF_M = b"python\0-m\0torchtitan.train\0--module\0llama3\0"
+
+
+@pytest.mark.parametrize(
+    ("data", "argv", "learned"),
+    [
+        (LINE_OF_M, ["-m", "--module", "llama3"],
+         ["python", "-m", "torchtitan.train", "--module", "llama3"]),
+        (b"/v/bin/python3.9\0-Im\0torchtitan.train\0\0", ["-m", ""],
+         ["/v/bin/python3.9", "-Im", "torchtitan.train", ""]),
+        (b"python\0-m\0t\xffx\0a\0", ["-m", "a"], ["python", "-m", "t\udcffx", "a"]),
+        # Not this process's arguments (changed, or another process's line).
+        (LINE_OF_M, ["-m", "--module", "llama4"], None),
+        (b"--module\0llama3\0", ["-m", "--module", "llama3"], None),
+        (LINE_OF_M[:-1], ["-m", "--module", "llama3"], None),  # cut short
+        (b"", ["-m"], None),
+    ],
+)  # fmt: skip
+def test_the_command_line_where_python_has_no_orig_argv(
+    data: bytes, argv: list[str], learned: list[str] | None,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    assert gate.command_line(argv) == learned
+
+
+def test_the_command_line_is_read_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", LINE_OF_M))
+    argv = ["-m", "--module", "llama3"]
+    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M))
+    assert gate.command_line(argv) is not None
+    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M) - 1)
+    assert gate.command_line(argv) is None  # longer than the bound: not read
+    monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
+    assert gate.command_line(argv) is None  # no /proc
+
+
+def test_the_real_command_line() -> None:
+    """This process's own, as /proc gives it: sys.orig_argv where there is one."""
+    import _rocm_hwq_autoset_gate as gate
+
+    learned = gate.command_line(sys.argv)
+    assert learned is not None
+    if hasattr(sys, "orig_argv"):
+        assert learned == sys.orig_argv
+
+
+@pytest.mark.parametrize(
+    ("words", "opens"),
+    [
+        (["python", "-m", "torchtitan.train"], True),
+        (["python3.9", "-u", "-m", "torchtitan.train"], True),
+        (["python", "-m", "mypy"], False),  # --module of another program
+    ],
+)
+def test_python_m_on_python_3_9_opens_the_gate_by_its_command_line(
+    words: list[str], opens: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: ``python3.9 -m torchtitan.train --module M`` was turned away: its
+    sys.argv holds only the arguments, and 3.9 has no sys.orig_argv."""
+    import _rocm_hwq_autoset_gate as gate
+
+    args = ["--module", "llama3", "--config", "c"]
+    data = b"".join(w.encode() + b"\0" for w in [*words, *args])
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    monkeypatch.setattr(sys, "argv", ["-m", *args])
+    monkeypatch.delattr(sys, "orig_argv", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    assert gate.may_be_launch() is opens
+    # Given its arguments, the gate reads no process's command line.
+    assert gate.may_be_launch(["-m", *args], {}) is False
+
+
+@pytest.mark.parametrize(
+    "argv", [["-m", "x"], ["-m", "--job.config_file", "j"], ["-m", "--modules"]]
+)
+def test_the_command_line_is_read_only_for_a_module_flag(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle path (and a TOML launch, which any program makes) never reads it."""
+    import _rocm_hwq_autoset_gate as gate
+
+    def never(argv: object) -> None:
+        raise AssertionError("read /proc/self/cmdline")
+
+    monkeypatch.setattr(gate, "command_line", never)
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delattr(sys, "orig_argv", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    assert gate.may_be_launch() is ("--job.config_file" in argv)
