@@ -13,11 +13,10 @@ that its module exports.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from .._argv import MODULE_FORM, TOML_FORM, Launch, launch_in
 from .._config import ConfigError, load_toml
@@ -36,6 +35,7 @@ from .._decision import (
 from .._environ import INPUTS, ORIGIN, QUEUES, QueuesSetting
 from .._model import Recommendation
 from .._rocm import detect
+from .term import write_stderr
 
 if TYPE_CHECKING:
     import argparse
@@ -87,13 +87,10 @@ def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> N
 MAX_ERROR = 240
 
 
-def fail(message: str, out: TextIO | None = None) -> int:
-    """A usage or input error: one line on stderr (and ``{"error": ...}`` on
-    ``out`` for a command asked for JSON), exit status 2."""
-    line = fit(message, limit=MAX_ERROR)
-    if out is not None:
-        out.write(json.dumps({"error": line}) + "\n")
-    sys.stderr.write(f"{PROG}: error: {line}\n")
+def fail(message: str) -> int:
+    """A usage or input error: one line on stderr, exit status 2. (What stdout
+    gets then is the dispatcher's rule: ``_cli.FAILURE_OUTPUT``.)"""
+    write_stderr(f"{PROG}: error: {fit(message, limit=MAX_ERROR)}\n")
     return 2
 
 

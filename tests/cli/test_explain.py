@@ -319,7 +319,7 @@ def test_export_in_a_shell(tmp_path: Path) -> None:
 def readme_export_lines() -> str:
     """The job-script lines the README shows for ``--export``."""
     text = (ROOT / "README.md").read_text()
-    start = text.index('exports="$(rocm-hwq-autoset explain --export')
+    start = text.index('eval "$(rocm-hwq-autoset explain --export')
     return text[start : text.index("```", start)]
 
 
@@ -349,7 +349,7 @@ def test_readme_export_lines_in_a_strict_job_script(
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == "reached Q=4\n"
     else:
-        assert proc.returncode == 2
+        assert proc.returncode == 1  # eval false
         assert proc.stdout == ""
         assert proc.stderr.count("\n") == 1
         assert "job.toml" in proc.stderr

@@ -67,7 +67,7 @@ def test_export_with_an_unusable_explicit_value_says_it_once(
     write_job(tmp_path, JOB)
     proc = run(launcher, ["explain", "--export", "--job.config_file", JOB],
                tmp_path, GPU_MAX_HW_QUEUES="abc", ROCM_HWQ_AUTOSET="force")  # fmt: skip
-    assert (proc.returncode, proc.stdout) == (2, "")
+    assert (proc.returncode, proc.stdout) == (2, "false\n")  # eval fails
     assert proc.stderr == (
         "rocm-hwq-autoset: error: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"
         " queue count; nothing to export\n"

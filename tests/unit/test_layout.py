@@ -35,8 +35,9 @@ LAYERS = {
     # the start-up hook, then the gate every process passes, and the child's
     # side (its background check says its line as the hook says its own)
     "_hook": 6, "__init__": 7, "_evaluation.child": 7,
-    # the command line: shared, commands, dispatcher
-    "_cli._common": 8, "_cli.term": 8,
+    # the command line: terminal output and its streams, shared, commands,
+    # dispatcher
+    "_cli.term": 7, "_cli._common": 8,
     "_cli.explain": 9, "_cli.doctor": 9, "_cli.verify": 9,
     "_cli.__init__": 10, "__main__": 11,
 }  # fmt: skip
