@@ -34,6 +34,7 @@ from .term import row, write_stderr
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from .._config import Value
     from .._model import Recommendation
@@ -132,21 +133,37 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
                              environment=environment))  # fmt: skip
     elif level == QUIET:
         return 0
-    write_stderr(f"{PROG}: {export_summary(rec, setting, source)}\n")
+    summary = export_summary(rec, setting, source, hook_off(os.environ))
+    write_stderr(f"{PROG}: {summary}\n")
     return 0
 
 
-def export_summary(rec: Recommendation, setting: QueuesSetting, source: str) -> str:
-    """The one line ``--export`` says on stderr when all went well."""
+def hook_off(environ: Mapping[str, str]) -> str | None:
+    """Why the hook does nothing in this environment whatever the launch (the
+    switch), or None: an export is then the only thing that sets the value."""
+    mode, problem = switch(environ)
+    if mode == OFF:
+        return f"the hook is off here ({SWITCH}={environ[SWITCH]})"
+    if problem is not None:
+        return f"the hook does nothing here ({problem})"
+    return None
+
+
+def export_summary(
+    rec: Recommendation, setting: QueuesSetting, source: str, off: str | None = None
+) -> str:
+    """The one line ``--export`` says on stderr when all went well; ``off``:
+    why the hook does nothing here (:func:`hook_off`), said too."""
+    also = f"; {off}" if off else ""
     if setting.explicit is not None:
         same = "the same" if setting.queues == rec.queues else str(rec.queues)
         return (
             f"exported {QUEUES}={setting.queues}: {setting.describe()} (the"
-            f" training arguments give {same}); --verbose for the report"
+            f" training arguments give {same}){also}; --verbose for the report"
         )
     return (
         f"exported {QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams:"
-        f" {', '.join(rec.lanes)}) for {source}; --verbose for the report"
+        f" {', '.join(rec.lanes)}) for {source}{also}; --verbose for the report"
     )
 
 

@@ -203,6 +203,50 @@ def test_export_as_the_log_level_asks(
     )
 
 
+def test_an_empty_value_is_nobodys_and_the_arguments_q_is_exported(
+    cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """HIP would read ``GPU_MAX_HW_QUEUES=""`` as 0: it is no one's choice, so
+    the export is the training arguments' Q, as the hook would set it."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "")
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
+        f" all_reduce, fsdp_comm) for {EXAMPLE}; --verbose for the report\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("switch", "said"),
+    [
+        ("0", "the hook is off here (ROCM_HWQ_AUTOSET=0)"),
+        ("Off", "the hook is off here (ROCM_HWQ_AUTOSET=Off)"),
+        ("maybe", "the hook does nothing here (ROCM_HWQ_AUTOSET='maybe' is not"
+                  " 1/on/true/yes/auto (on), 0/off/false/no (off) or force)"),
+    ],
+)  # fmt: skip
+def test_an_export_where_the_hook_is_off_says_so(
+    switch: str, said: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: the summary did not say that here only the export sets the value.
+    It still exports: the export is how a job sets it where the hook is off."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", switch)
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
+        f" all_reduce, fsdp_comm) for {EXAMPLE}; {said}; --verbose for the"
+        " report\n"
+    )
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
+    _, _, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert err.endswith(f"(the training arguments give 4); {said}; --verbose for"
+                        " the report\n")  # fmt: skip
+
+
 def test_an_explicit_value_is_exported_as_it_is(
     cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
