@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any, NoReturn, TextIO, cast
 
 from .. import __version__
-from .._argv import CONFIG_FLAG, MODULE_FLAG, is_option
+from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
 from .term import Stdout, Unwritable, discard
@@ -162,6 +162,8 @@ def split_args(
                 own.append(args[i + 1])
                 i += 1
             in_training = False
+        elif name in CONFIG_FILE_SLIPS:
+            _refuse_slip(command, args, i)
         elif is_training_arg(arg):
             training.append(arg)
             in_training = True
@@ -173,6 +175,12 @@ def split_args(
             training.append(arg)
         elif command == "verify" and not training:
             own.append(arg)  # a trace: they come before the training arguments
+        elif arg.endswith(".toml"):
+            raise ConfigError(
+                f"unexpected argument {arg!r}; did you mean"
+                f" {CONFIG_FILE_FLAGS[0]} {arg}?",
+                command,
+            )
         else:
             raise ConfigError(
                 f"unexpected argument {arg!r}; {TRAINING_ARGS_HELP}", command
@@ -181,13 +189,37 @@ def split_args(
     return own, training
 
 
+#: What a hurried hand types for ``--job.config_file``: no torchtitan ever had
+#: these (tyro refuses each), and a dotted one would otherwise pass as a
+#: training argument and leave the launch without its config file.
+CONFIG_FILE_SLIPS = (
+    "--config_file", "--config-file", "--job.config", "--job-config-file",
+    "--job_config_file", "--job.configfile",
+)  # fmt: skip
+
+
+def _refuse_slip(command: str, args: Sequence[str], at: int) -> None:
+    """``ConfigError`` for a slip for ``--job.config_file`` at ``args[at]``,
+    naming the flag meant, with the file given (``=PATH`` or the next
+    argument) where there is one."""
+    name, eq, value = args[at].partition("=")
+    if not eq and at + 1 < len(args) and not is_option(args[at + 1]):
+        value = args[at + 1]
+    meant = f"{CONFIG_FILE_FLAGS[0]} {value}" if value else CONFIG_FILE_FLAGS[0]
+    raise ConfigError(
+        f"unrecognized option; did you mean {meant}?", f"{command}: {name}"
+    )
+
+
 def _refuse_own(
     command: str, options: dict[str, bool], training: Sequence[str]
 ) -> None:
     """After ``--`` all is torchtitan's: one of the command's own options there
     would be handed to torchtitan and never read by the command."""
-    for arg in training:
+    for at, arg in enumerate(training):
         name = arg.partition("=")[0]
+        if name in CONFIG_FILE_SLIPS:
+            _refuse_slip(command, training, at)
         if name in options and name not in HELP_OPTIONS:
             raise ConfigError(
                 f"is {command}'s own option: put it before '--' (after '--'"

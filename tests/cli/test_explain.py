@@ -417,8 +417,8 @@ def test_passthrough_and_defaults(
         ("explain", ["--foo", "bar"], "explain: --foo: unrecognized option"),
         ("explain", ["--foo=x.y=z"], "explain: --foo: unrecognized option"),
         ("explain", ["--.x.y"], "explain: --.x.y: unrecognized option"),
-        ("explain", ["job.toml"],
-         f"explain: unexpected argument 'job.toml'; {TRAINING_ARGS_HELP}"),
+        ("explain", ["job.yaml"],
+         f"explain: unexpected argument 'job.yaml'; {TRAINING_ARGS_HELP}"),
         ("verify", ["t.json", "--queue", "8"], "verify: --queue: unrecognized"
          " option; did you mean --queues?"),
         ("doctor", ["--verbose"], "doctor: --verbose: unrecognized option"),
@@ -430,6 +430,44 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
     assert main([command, *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"{PREFIX}{message}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "said"),
+    [
+        ("explain", ["job.toml"],
+         "explain: unexpected argument 'job.toml'; did you mean --job.config_file"
+         " job.toml?"),
+        ("explain", ["--config_file", "job.toml"],
+         "explain: --config_file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--config-file=job.toml"],
+         "explain: --config-file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--job.config", "job.toml", "--training.steps", "3"],
+         "explain: --job.config: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--job.config"],
+         "explain: --job.config: unrecognized option; did you mean"
+         " --job.config_file?"),
+        ("doctor", ["--", "--training.steps", "3", "--job.config", "job.toml"],
+         "doctor: --job.config: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("verify", ["t.json", "--job_config_file", "job.toml"],
+         "verify: --job_config_file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+    ],
+)  # fmt: skip
+def test_the_common_slips_for_the_config_file_flag_name_it(
+    command: str, args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``explain job.toml`` listed what training arguments are, and
+    ``--config_file`` found no option close to it; ``--job.config`` (a dotted
+    flag, so a training argument) left the launch without its config file, and
+    explain showed torchtitan's defaults."""
+    assert main([command, *args]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"{PREFIX}{said}\n")
 
 
 @pytest.mark.parametrize(
