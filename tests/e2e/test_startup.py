@@ -212,14 +212,18 @@ def test_a_module_launch_of_torchtitan_opens_the_gate(
     assert "no torchtitan --module/--config" not in err, err  # a launch
 
 
+@pytest.mark.parametrize("variable", ["LOCAL_RANK", "SLURM_LOCALID"])
 @pytest.mark.parametrize("rank", ["0", "3"])
-def test_a_warning_is_said_once_per_node(venv: Venv, world: World, rank: str) -> None:
+def test_a_warning_is_said_once_per_node(
+    venv: Venv, world: World, rank: str, variable: str
+) -> None:
     """Like a set value: local rank 0 says it, local rank 3 says nothing (a bad
-    config; an explicit value HIP cannot use)."""
+    config; an explicit value HIP cannot use); torchrun's LOCAL_RANK or srun's
+    SLURM_LOCALID alike."""
     bad = world.root / "bad-rank.toml"
     bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
     seen, err = start(venv, world, ["--job.config_file", str(bad)], torch=world.rocm,
-                      env={"LOCAL_RANK": rank})  # fmt: skip
+                      env={variable: rank})  # fmt: skip
     assert seen["queues"] is None
     assert err == ("" if rank == "3" else (
         f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree:"
@@ -227,7 +231,7 @@ def test_a_warning_is_said_once_per_node(venv: Venv, world: World, rank: str) ->
     ))  # fmt: skip
     seen, err = start(venv, world, ["--job.config_file", str(world.job)],
                       torch=world.rocm,
-                      env={"LOCAL_RANK": rank, "GPU_MAX_HW_QUEUES": "abc"})  # fmt: skip
+                      env={variable: rank, "GPU_MAX_HW_QUEUES": "abc"})  # fmt: skip
     assert seen["queues"] == "abc"
     assert err == ("" if rank == "3" else (
         "rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"

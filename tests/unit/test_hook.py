@@ -38,6 +38,11 @@ def _detect(path: list[str]) -> tuple[bool, str]:
         ({"LOCAL_RANK": "3"}, False),
         ({"LOCAL_RANK": "3", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
         ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, False),
+        # Ranks srun or mpirun started (no torchrun, so no LOCAL_RANK).
+        ({"SLURM_LOCALID": "0", "SLURM_PROCID": "4"}, True),
+        ({"SLURM_LOCALID": "3", "SLURM_PROCID": "7"}, False),
+        ({"OMPI_COMM_WORLD_LOCAL_RANK": "1"}, False),
+        ({"MPI_LOCALRANKID": "2", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
     ],
 )
 def test_once_per_node(
