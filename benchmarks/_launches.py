@@ -81,7 +81,8 @@ def torchtitan_python(given: str | None) -> str:
     if not given or not Path(given).exists():
         sys.exit(
             "name the python of a venv with torch==2.13.0 torchtitan==0.3.0 triton:"
-            " --torchtitan PYTHON or ROCM_HWQ_TORCHTITAN (.ci/run builds one)"
+            ' --torchtitan PYTHON or ROCM_HWQ_TORCHTITAN (eval "$(python'
+            ' tools/torchtitan_venv.py)" makes one and names it)'
         )
     return given
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import ROOT, missing
+from ..helpers import NO_TORCHTITAN, ROOT, missing
 
 pytestmark = pytest.mark.e2e
 
@@ -50,10 +50,7 @@ def lacking(need: str) -> str | None:
     if need == "torchtitan":
         python = os.environ.get("ROCM_HWQ_TORCHTITAN", "")
         if not python or not Path(python).exists():
-            return (
-                "no venv with torch 2.13.0 and torchtitan 0.3.0: ROCM_HWQ_TORCHTITAN"
-                " names its python (.ci/run builds it)"
-            )
+            return NO_TORCHTITAN
     return None
 
 
