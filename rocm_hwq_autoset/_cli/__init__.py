@@ -241,10 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             return _dispatch(args, module, options or {}, answer, out)
-        except ConfigError as exc:
+        except ConfigError as exc:  # whole for a person; JSON has it whole
             if answer is not None:
                 out.write(answer(str(exc)) + "\n")
-            return fail(str(exc))
+            return fail(str(exc), whole=answer is None)
     except BrokenPipeError:  # `... | head` is fine
         discard(sys.stdout)
         return 0
