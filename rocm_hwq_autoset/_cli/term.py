@@ -73,9 +73,6 @@ class Stdout:
             raise Unwritable(exc) from None
         return written
 
-    def flush(self) -> None:
-        self.write("")
-
     def isatty(self) -> bool:
         return self.stream.isatty()
 
@@ -99,4 +96,8 @@ def discard(stream: TextIO | None) -> None:
     if stream is None:
         return
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)

@@ -236,3 +236,36 @@ def test_eval_of_a_failed_export_leaves_an_interactive_shell_alive(
         tmp_path,
     )
     assert (proc.returncode, proc.stdout) == (0, "status 1 Q=2\n"), proc.stderr
+
+
+class _NoFileno:
+    """A stream that has no descriptor at all."""
+
+
+@pytest.mark.parametrize(
+    "stream", ["no fileno", "StringIO", "closed", "bad descriptor", "None"]
+)
+def test_discarding_a_stream_never_raises(stream: str, tmp_path: Path) -> None:
+    """Whatever the stream (capsys's, a closed file, a descriptor gone), what
+    is left in it goes nowhere, or nothing happens: never an exception."""
+    import io
+
+    from rocm_hwq_autoset._cli.term import discard
+
+    if stream == "closed":
+        closed = open(tmp_path / "f", "w")  # noqa: SIM115
+        closed.close()
+        discard(closed)  # ValueError: I/O operation on closed file
+    elif stream == "bad descriptor":
+
+        class Gone(io.StringIO):
+            def fileno(self) -> int:
+                return 1_000_000  # dup2 onto it: EBADF
+
+        discard(Gone())
+    elif stream == "StringIO":
+        discard(io.StringIO())  # io.UnsupportedOperation
+    elif stream == "None":
+        discard(None)
+    else:
+        discard(_NoFileno())  # type: ignore[arg-type]

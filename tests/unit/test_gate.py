@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.abc
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from rocm_hwq_autoset._argv import find_launch
 
-from ..helpers import child_env
+from ..helpers import MUTATION, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
@@ -178,9 +179,11 @@ def test_pth_is_one_import_line() -> None:
 def test_entry_module_imports_only_os_and_sys(module: str) -> None:
     """The gate beside the package, which every process whose arguments pass
     the filter imports (every process on 3.15+), and the package's own
-    ``__init__`` import nothing else."""
+    ``__init__`` import nothing else. (In a mutation run every mutated module
+    imports mutmut's trampoline: that is imported first, as not ours.)"""
+    mutmut = "import mutmut.mutation.trampoline; " if MUTATION[0] in os.environ else ""
     code = (
-        f"import os, sys; before = set(sys.modules); import {module}; "
+        f"import os, sys; {mutmut}before = set(sys.modules); import {module}; "
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
