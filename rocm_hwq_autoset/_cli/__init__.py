@@ -99,7 +99,7 @@ def command_module(name: str) -> ModuleType:
 
 
 def build_parser(
-    names: Sequence[str] = COMMANDS, *, raising: bool = False
+    names: Sequence[str] = COMMANDS, *, raising: bool
 ) -> argparse.ArgumentParser:
     """The parser, with a sub-parser for each command named (each imported);
     with ``raising``, a usage error is raised as ``ConfigError``."""

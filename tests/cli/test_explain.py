@@ -450,6 +450,9 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
         ("explain", ["--job.config"],
          "explain: --job.config: unrecognized option; did you mean"
          " --job.config_file?"),
+        ("explain", ["--config-file", "--training.steps", "3"],
+         "explain: --config-file: unrecognized option; did you mean"
+         " --job.config_file?"),  # the next argument is no file but a flag
         ("doctor", ["--", "--training.steps", "3", "--job.config", "job.toml"],
          "doctor: --job.config: unrecognized option; did you mean"
          " --job.config_file job.toml?"),
