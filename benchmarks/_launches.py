@@ -8,7 +8,8 @@ whose one path line adds the torchtitan venv's site-packages after its own; its
 ``bin/torchrun`` is torch's console script with the light venv's Python.
 
 The probe is a ``sitecustomize`` on ``PYTHONPATH``. In a process whose program
-is ``torchtitan.train`` it prints one line, ``PROBE <RANK> <GPU_MAX_HW_QUEUES>``,
+is ``torchtitan.train`` (``sys.orig_argv``, or on Python 3.9
+``/proc/self/cmdline``) it prints one line, ``PROBE <RANK> <GPU_MAX_HW_QUEUES>``,
 and exits: at once, or after ``import torch`` (``PROBE=torch``, the real
 program's first import: a pending ``--module`` evaluation is waited for there),
 or after starting a process (``PROBE=spawn``, the same wait, without torch's
@@ -32,6 +33,12 @@ from _venvs import base_env, make_venv, purelib
 SITECUSTOMIZE = r"""
 import os, sys
 _argv = list(getattr(sys, "orig_argv", []))
+if not _argv:  # Python 3.9: the whole command line is the kernel's
+    try:
+        with open("/proc/self/cmdline", "rb") as _line:
+            _argv = [os.fsdecode(w) for w in _line.read().split(b"\0")[:-1]]
+    except OSError:
+        pass
 _log = os.environ.get("EVAL_LOG")  # read now: the evaluation records what it reads
 if "rocm_hwq_autoset._evaluation.child" in _argv and _log:
     def _count(event, args, seen=[]):
@@ -74,7 +81,8 @@ def torchtitan_python(given: str | None) -> str:
     if not given or not Path(given).exists():
         sys.exit(
             "name the python of a venv with torch==2.13.0 torchtitan==0.3.0 triton:"
-            " --torchtitan PYTHON or ROCM_HWQ_TORCHTITAN (.ci/run builds one)"
+            ' --torchtitan PYTHON or ROCM_HWQ_TORCHTITAN (eval "$(python'
+            ' tools/torchtitan_venv.py)" makes one and names it)'
         )
     return given
 

@@ -188,12 +188,13 @@ def main() -> None:
     versions = ("after",) if args.quick else ("before", "after")
     with workdir() as tmp:
         pythons = {"bare": make_venv(tmp / "bare")}
-        if PARSER == "tomli":
-            pip(pythons["bare"], "tomli")
         if "before" in versions:
             pythons["before"] = make_venv(tmp / "before", wheel_at(args.before, tmp))
         wheel = build_wheel(tmp / "dist")
         pythons["after"] = make_venv(tmp / "after", wheel)
+        if PARSER == "tomli":  # the package's dependency there: make_venv has --no-deps
+            for python in pythons.values():
+                pip(python, "tomli")
         torch = tmp / "fake" / "torch"
         torch.mkdir(parents=True)
         (torch / "__init__.py").write_text("raise ImportError('never imported')\n")

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from ._config import FIELDS, ConfigError, near_miss
 from ._environ import MODULE_FORM, NAME, TOML_FORM
@@ -47,9 +48,13 @@ def program(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> tuple[str, st
 
     At start-up ``sys.argv[0]`` is ``"-m"`` for a module; its name is in
     ``sys.orig_argv`` (3.10+) just before the arguments ``sys.argv`` holds.
+    Python 3.9 has none: for this process's own ``sys.argv`` it is read from
+    ``/proc/self/cmdline`` then (the gate module's ``command_line``).
     """
     first = argv[0] if argv else ""
     if first == "-m":
+        if not orig_argv and list(argv) == list(getattr(sys, "argv", ())):
+            orig_argv = _command_line(argv)
         at = len(orig_argv) - len(argv)
         token = orig_argv[at] if 0 <= at < len(orig_argv) else ""
         if token.startswith("-"):  # "-mM" or a cluster such as "-ImM"
@@ -60,6 +65,17 @@ def program(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> tuple[str, st
     if not first or first == "-":
         return "", ""
     return "script", first
+
+
+def _command_line(argv: Sequence[str]) -> Sequence[str]:
+    """This process's command line where Python has no ``sys.orig_argv``
+    (3.9), as the gate module reads it (one home); none without that module
+    (the hook does not run then either)."""
+    try:
+        from _rocm_hwq_autoset_gate import command_line
+    except ImportError:
+        return ()
+    return command_line(argv) or ()
 
 
 def is_torchtitan(kind: str, name: str) -> bool:

@@ -387,7 +387,7 @@ def load_toml(path: str) -> dict[str, Any]:
     it is not one."""
     data = read_small_file(path, MAX_CONFIG_BYTES)
     try:
-        return parse_toml(data)
+        return parse_toml(data, path)
     except ConfigError as exc:
         raise exc.within(path) from None
 
@@ -398,7 +398,15 @@ def load_toml(path: str) -> dict[str, Any]:
 MAX_DOTS_PER_LINE = 256
 
 
-def parse_toml(data: bytes) -> dict[str, Any]:
+#: What Windows editors put first in a UTF-8 file. torchtitan's reader
+#: (``tomllib.load(open(path, "rb"))``, tomli before 3.11) refuses a file that
+#: starts with it, at "line 1, column 1": so does the hook, naming it.
+BOM = "\ufeff"
+
+
+def parse_toml(data: bytes, path: str = "") -> dict[str, Any]:
+    """``data`` parsed as torchtitan parses a job config; ``ConfigError``
+    otherwise (``path``: the file, for a remedy that names it)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -415,6 +423,15 @@ def parse_toml(data: bytes) -> dict[str, Any]:
     try:
         parsed: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        if text.startswith(BOM):
+            import shlex
+
+            raise ConfigError(
+                f"invalid TOML: it starts with a UTF-8 byte-order mark, which"
+                f" {tomllib.__name__} (torchtitan's TOML reader) refuses ({exc});"
+                " save it without the mark: sed -i '1s/^\\xEF\\xBB\\xBF//'"
+                f" {shlex.quote(path) if path else 'FILE'}"
+            ) from None
         raise ConfigError(f"invalid TOML: {exc}") from None
     except (RecursionError, ValueError, MemoryError) as exc:
         # A TOML parser may give up on pathological nesting or huge integers.

@@ -85,7 +85,18 @@ INPUTS = "ROCM_HWQ_AUTOSET_INPUTS"
 
 #: torchrun's, srun's and mpirun's ranks have it; torchrun's launcher has not.
 WORLD_SIZE = "WORLD_SIZE"
+#: torchrun's workers have it; its launcher has not.
 LOCAL_RANK = "LOCAL_RANK"
+#: Each launcher's own name for a process's rank on its node, read where
+#: ``LOCAL_RANK`` is unset (ranks started by the launcher, no torchrun), in
+#: this order: Slurm's srun (``SLURM_LOCALID``), Open MPI's mpirun, MVAPICH2,
+#: MPICH's and Intel MPI's hydra, Flux, HPE PALS (PBS Pro's mpiexec), LSF's
+#: jsrun. (PMIx gives its local rank through ``PMIx_Get``, not a variable.)
+LOCAL_RANKS = (
+    "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID", "FLUX_TASK_LOCAL_ID", "PALS_LOCAL_RANKID",
+    "JSM_NAMESPACE_LOCAL_RANK",
+)  # fmt: skip
 
 
 def switch(environ: "Mapping[str, str]") -> "tuple[str, str | None]":
@@ -126,10 +137,22 @@ def log_level(environ: "Mapping[str, str]") -> "tuple[str, str | None]":
     )
 
 
+def local_rank(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
+    """The variable that gives this process's rank on its node, and its value:
+    ``LOCAL_RANK``, else the first of :data:`LOCAL_RANKS` set; None for a
+    process that has none (a launcher, a process of its own)."""
+    for name in (LOCAL_RANK, *LOCAL_RANKS):
+        value = environ.get(name)
+        if value is not None:
+            return name, value
+    return None
+
+
 def prints_for_node(environ: "Mapping[str, str]") -> bool:
-    """Whether this process prints by default: once per node (the launcher,
-    which has no ``LOCAL_RANK``, or local rank 0)."""
-    return environ.get(LOCAL_RANK, "0").strip() == "0"
+    """Whether this process prints by default: once per node (a process with
+    no local rank, such as torchrun's launcher, or local rank 0)."""
+    found = local_rank(environ)
+    return found is None or found[1].strip() == "0"
 
 
 def positive_int(text: str) -> "int | None":

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,3 +81,20 @@ def _environment_left_as_found(request: pytest.FixtureRequest) -> object:
     if request.node.get_closest_marker("forked") is None:
         after = {name: os.environ.get(name) for name in OURS}
         assert after == before, "the test changed this process's environment"
+
+
+#: pytest-forked before 1.7 (the last release for Python 3.9 is 1.6.0) runs a
+#: forked test's setup and teardown in the child only: the parent's setup state
+#: keeps the module of the tests before it, and the next module's first test
+#: errors ("previous item was not torn down properly"). 1.7 tears it down in the
+#: parent (``teardown_exact(nextitem)``); this does the same for older ones.
+_FORKED_KEEPS_SETUP_STATE = tuple(
+    int(part) for part in metadata.version("pytest-forked").split(".")[:2]
+) < (1, 7)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    yield
+    if _FORKED_KEEPS_SETUP_STATE and item.get_closest_marker("forked") is not None:
+        item.session._setupstate.teardown_exact(nextitem)

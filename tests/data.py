@@ -2,33 +2,44 @@
 on the 23 TOML configs torchtitan shipped before its config refactor, the lanes
 expected of each, and a small PyTorch profiler trace with its stream counts.
 
-Nothing here reads the shared corpus (``../shared/corpus`` beside the checkout).
-Where it exists, tests compare these configs with it (the same model-relevant
-values, parsed and merged as the hook does) and count its real traces; elsewhere
-those tests skip, saying why.
+Nothing here reads the corpus (``../shared/corpus`` beside the checkout, or the
+folder ``ROCM_HWQ_CORPUS`` names: ``tools/corpus.py`` makes one). Where it
+exists, tests compare these configs with it (the same model-relevant values,
+parsed and merged as the hook does) and count its real traces; elsewhere those
+tests skip, saying what it is and how to make one.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+#: The corpus: torchtitan's TOML-era job configs and three real profiler
+#: traces. In the workplace, ``../shared/corpus`` beside the checkout; anywhere,
+#: the folder ``ROCM_HWQ_CORPUS`` names (``tools/corpus.py`` makes one).
+CORPUS = Path(os.environ.get("ROCM_HWQ_CORPUS") or ROOT.parent / "shared" / "corpus")
 TOML_DIR = CORPUS / "torchtitan-toml"
 TRACE_DIR = CORPUS / "traces"
+#: How to get a corpus, in one command.
+MAKE_CORPUS = 'eval "$(python tools/corpus.py ~/.cache/rocm-hwq-corpus)"'
 
 
 def corpus_dir(folder: Path) -> Path:
-    """``folder`` of the shared corpus, or a skip that says it is absent."""
+    """``folder`` of the corpus, or a skip that says what it is and how to
+    get it."""
     if not folder.is_dir():
         pytest.skip(
-            f"{folder} is absent: the shared corpus exists only in the workplace;"
-            " the tests' own data (tests/data.py) covers the rest"
+            f"{folder} is absent: the corpus (every TOML job config torchtitan"
+            " shipped before its config refactor, three real profiler traces)"
+            " is ../shared/corpus in the workplace; make one from torchtitan"
+            f" v0.2.2 and HolisticTraceAnalysis (git clone) with: {MAKE_CORPUS}."
+            " The tests' own data (tests/data.py) covers the rest"
         )
     return folder
 

@@ -132,6 +132,14 @@ def require_python(version: str) -> str:
     return python
 
 
+#: Why a test of the real torchtitan skips, with the one command that makes
+#: (once, then keeps) the venv it needs and names it.
+NO_TORCHTITAN = (
+    "no venv with torch 2.13.0 and torchtitan 0.3.0 named by ROCM_HWQ_TORCHTITAN;"
+    ' make (once) and name it: eval "$(python tools/torchtitan_venv.py)"'
+)
+
+
 def missing(message: str) -> None:
     """Skip for something this machine lacks; fail under ``CI``, which needs it."""
     if os.environ.get("CI"):

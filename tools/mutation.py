@@ -269,11 +269,12 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_cli.__init__",
-        "main",
-        "return 2  # pragma: no cover - parse_args exits",
-        "return 3  # pragma: no cover - parse_args exits",
-        "parse_args exits (help, version or a usage error) for every"
-        " argument list that reaches it, so no status is returned here.",
+        "_dispatch",
+        "return 2  # pragma: no cover - parse_args exits or raises",
+        "return 3  # pragma: no cover - parse_args exits or raises",
+        "parse_args exits (help, version or a usage error) or raises (a usage"
+        " error answered on stdout) for every argument list that reaches it,"
+        " so no status is returned here.",
     ),
     Equivalent(
         "_cli.__init__",

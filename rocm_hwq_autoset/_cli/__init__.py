@@ -14,6 +14,13 @@ A *training argument* is ``--module``, ``--config``, or a dotted flag
 up to the next option; everything after ``--`` is training arguments too. Any
 other option is a usage error (exit 2) naming it, with the closest real option;
 a command's own option after ``--`` is refused with the place it belongs.
+
+Every failure is one line on stderr and exit 2, here: a command raises
+``ConfigError``. What stdout gets then is this module's rule too
+(:data:`FAILURE_OUTPUT`): ``{"error": ...}`` for a command asked for JSON,
+``false`` for an export (``eval "$(...)"`` then fails), else nothing. A stdout
+that cannot be written (full, closed) is one line and exit 2; a reader that
+went away (``| head``) is no error.
 """
 
 from __future__ import annotations
@@ -21,17 +28,19 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import os
+import json
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import ModuleType
+from typing import Any, NoReturn, TextIO, cast
 
 from .. import __version__
-from .._argv import CONFIG_FLAG, MODULE_FLAG, is_option
+from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
+from .term import Stdout, Unwritable, discard
 
 COMMANDS = ("explain", "doctor", "verify")
 #: argparse gives every command these.
@@ -45,15 +54,57 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=min(79, shutil.get_terminal_size().columns))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is raised as ``ConfigError`` (named
+    after the command) where stdout has an answer to a failure, so that the
+    dispatcher gives it (``--json``, ``--export``); else argparse's usage and
+    error line, exit 2."""
+
+    raising = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.raising:
+            raise ConfigError(message, self.prog[len(PROG) :].strip())
+        super().error(message)
+
+
+#: What stdout gets when a command fails, by the option that asked for an
+#: answer a program reads (the first given, in this order): JSON gets the
+#: error as JSON, whole; an export a line that makes ``eval "$(...)"`` fail,
+#: so that a ``set -e`` script stops there (``false``, never ``exit``, which
+#: would end an interactive shell).
+FAILURE_OUTPUT: dict[str, Callable[[str], str]] = {
+    "--json": lambda message: json.dumps({"error": message}),
+    "--export": lambda message: "false",
+}
+
+
+def failure_output(
+    args: Sequence[str], options: Collection[str] | None = None
+) -> Callable[[str], str] | None:
+    """The answer stdout gets if the command fails, from its arguments (those
+    before ``--``), among ``options`` (the command's own; any, for a command
+    that does not exist); None for none."""
+    own = args[: list(args).index("--")] if "--" in args else args
+    given = {arg.partition("=")[0] for arg in own}
+    for name, answer in FAILURE_OUTPUT.items():
+        if name in given and (options is None or name in options):
+            return answer
+    return None
+
+
 def command_module(name: str) -> ModuleType:
     """A command's module, imported now."""
     return importlib.import_module(f".{name}", __name__)
 
 
-def build_parser(names: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
-    """The parser, with a sub-parser for each command named (each imported)."""
+def build_parser(
+    names: Sequence[str] = COMMANDS, *, raising: bool
+) -> argparse.ArgumentParser:
+    """The parser, with a sub-parser for each command named (each imported);
+    with ``raising``, a usage error is raised as ``ConfigError``."""
     modules = [command_module(name) for name in names]
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see what\n"
         "the start-up hook decides and why, export it, check the install,\n"
@@ -72,6 +123,8 @@ def build_parser(names: Sequence[str] = COMMANDS) -> argparse.ArgumentParser:
             epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,
         )  # fmt: skip
         module.add_arguments(command)
+    for each in (parser, *sub.choices.values()):
+        each.raising = raising
     return parser
 
 
@@ -109,6 +162,8 @@ def split_args(
                 own.append(args[i + 1])
                 i += 1
             in_training = False
+        elif name in CONFIG_FILE_SLIPS:
+            _refuse_slip(command, args, i)
         elif is_training_arg(arg):
             training.append(arg)
             in_training = True
@@ -120,6 +175,12 @@ def split_args(
             training.append(arg)
         elif command == "verify" and not training:
             own.append(arg)  # a trace: they come before the training arguments
+        elif arg.endswith(".toml"):
+            raise ConfigError(
+                f"unexpected argument {arg!r}; did you mean"
+                f" {CONFIG_FILE_FLAGS[0]} {arg}?",
+                command,
+            )
         else:
             raise ConfigError(
                 f"unexpected argument {arg!r}; {TRAINING_ARGS_HELP}", command
@@ -128,13 +189,37 @@ def split_args(
     return own, training
 
 
+#: What a hurried hand types for ``--job.config_file``: no torchtitan ever had
+#: these (tyro refuses each), and a dotted one would otherwise pass as a
+#: training argument and leave the launch without its config file.
+CONFIG_FILE_SLIPS = (
+    "--config_file", "--config-file", "--job.config", "--job-config-file",
+    "--job_config_file", "--job.configfile",
+)  # fmt: skip
+
+
+def _refuse_slip(command: str, args: Sequence[str], at: int) -> None:
+    """``ConfigError`` for a slip for ``--job.config_file`` at ``args[at]``,
+    naming the flag meant, with the file given (``=PATH`` or the next
+    argument) where there is one."""
+    name, eq, value = args[at].partition("=")
+    if not eq and at + 1 < len(args) and not is_option(args[at + 1]):
+        value = args[at + 1]
+    meant = f"{CONFIG_FILE_FLAGS[0]} {value}" if value else CONFIG_FILE_FLAGS[0]
+    raise ConfigError(
+        f"unrecognized option; did you mean {meant}?", f"{command}: {name}"
+    )
+
+
 def _refuse_own(
     command: str, options: dict[str, bool], training: Sequence[str]
 ) -> None:
     """After ``--`` all is torchtitan's: one of the command's own options there
     would be handed to torchtitan and never read by the command."""
-    for arg in training:
+    for at, arg in enumerate(training):
         name = arg.partition("=")[0]
+        if name in CONFIG_FILE_SLIPS:
+            _refuse_slip(command, training, at)
         if name in options and name not in HELP_OPTIONS:
             raise ConfigError(
                 f"is {command}'s own option: put it before '--' (after '--'"
@@ -147,23 +232,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     for stream in (sys.stdout, sys.stderr):
         _escape_what_cannot_be_printed(stream)
-    if not args or args[0] not in COMMANDS:
-        build_parser().parse_args(args)  # --help, --version, or a usage error
-        return 2  # pragma: no cover - parse_args exits
-    name = args[0]
-    module = command_module(name)
+    module = command_module(args[0]) if args and args[0] in COMMANDS else None
+    options = {**HELP_OPTIONS, **option_table(module.OPTIONS)} if module else None
+    answer = failure_output(args[1:] if module else args, options)
+    if sys.stdout is None:  # started with it closed (`>&-`)
+        return fail("stdout is closed: the answer cannot be written")
+    out = Stdout(sys.stdout)
     try:
-        options = {**HELP_OPTIONS, **option_table(module.OPTIONS)}
-        own, training = split_args(name, options, args[1:])
-    except ConfigError as exc:
-        return fail(str(exc))
-    opts = build_parser([name]).parse_args([name, *own])
-    opts.training = training
-    try:
-        return int(module.run(opts, sys.stdout))
+        try:
+            return _dispatch(args, module, options or {}, answer, out)
+        except ConfigError as exc:  # whole for a person; JSON has it whole
+            if answer is not None:
+                out.write(answer(str(exc)) + "\n")
+            return fail(str(exc), whole=answer is None)
     except BrokenPipeError:  # `... | head` is fine
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard(sys.stdout)
         return 0
+    except Unwritable as exc:  # `> /dev/full`
+        discard(sys.stdout)
+        return fail(f"stdout: {exc}: the answer could not be written")
+
+
+def _dispatch(
+    args: list[str],
+    module: ModuleType | None,
+    options: dict[str, bool],
+    answer: Callable[[str], str] | None,
+    out: Stdout,
+) -> int:
+    """Parse, then run the command; ``ConfigError`` for a usage error."""
+    if module is None:  # --help, --version, or a usage error
+        build_parser(raising=answer is not None).parse_args(args)
+        return 2  # pragma: no cover - parse_args exits or raises
+    name = args[0]
+    own, training = split_args(name, options, args[1:])
+    parser = build_parser([name], raising=answer is not None)
+    opts: Any = parser.parse_args([name, *own])
+    opts.training = training
+    return int(module.run(opts, cast(TextIO, out)))
 
 
 def _escape_what_cannot_be_printed(stream: object) -> None:

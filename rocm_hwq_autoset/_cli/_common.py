@@ -13,15 +13,16 @@ that its module exports.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from .._argv import Launch, launch_in
 from .._config import ConfigError, load_toml
 from .._decision import (
+    MAX_LINE,
     SET,
     SKIP,
     WARNING,
@@ -30,6 +31,7 @@ from .._decision import (
     decide,
     failed,
     fit,
+    printable,
     recommend_launch,
     world_size,
 )
@@ -44,6 +46,7 @@ from .._environ import (
 )
 from .._model import Recommendation
 from .._rocm import detect
+from .term import write_stderr
 
 if TYPE_CHECKING:
     import argparse
@@ -91,17 +94,23 @@ def add_options(parser: argparse.ArgumentParser, options: Sequence[Option]) -> N
         target.add_argument(*option.names, **option.kwargs)
 
 
-#: An error line is cut in the middle of its cause beyond this.
-MAX_ERROR = 240
+#: An error line is cut in the middle of its cause beyond this: the hook's own
+#: bound, which holds a refusal of torchtitan's and what to do about it.
+MAX_ERROR = MAX_LINE
 
 
-def fail(message: str, out: TextIO | None = None) -> int:
-    """A usage or input error: one line on stderr (and ``{"error": ...}`` on
-    ``out`` for a command asked for JSON), exit status 2."""
+def fail(message: str, *, whole: bool = False) -> int:
+    """A usage or input error: one line on stderr, exit status 2; with
+    ``whole`` (for a person reading, not a job log), the whole message after
+    it, wrapped, where the line had to cut it. (What stdout gets then is the
+    dispatcher's rule: ``_cli.FAILURE_OUTPUT``.)"""
     line = fit(message, limit=MAX_ERROR)
-    if out is not None:
-        out.write(json.dumps({"error": line}) + "\n")
-    sys.stderr.write(f"{PROG}: error: {line}\n")
+    text = f"{PROG}: error: {line}\n"
+    if whole and line != printable(message):
+        text += textwrap.fill(printable(message), 79, initial_indent="  ",
+                              subsequent_indent="  ", break_long_words=False,
+                              break_on_hyphens=False) + "\n"  # fmt: skip
+    write_stderr(text)
     return 2
 
 

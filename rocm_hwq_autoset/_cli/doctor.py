@@ -88,15 +88,32 @@ def startup_file_checks() -> list[Check]:
                             " PYTHONNOUSERSITE)"))  # fmt: skip
     else:
         elsewhere = [p for p in sys.path if p and os.path.isfile(os.path.join(p, PTH))]
-        if elsewhere:
+        installed = installed_file(PTH)
+        if installed is not None and not os.path.isfile(installed):
+            # The distribution is there, its .pth not (an editable install's
+            # checkout on sys.path holds one too, which site never reads).
+            detail = (
+                f"{installed} is missing, though {DISTRIBUTION} is installed (pip"
+                " list shows it): the hook never runs; restore it:"
+                f" {reinstall_command()}"
+            )
+        elif elsewhere:
             detail = (
                 f"{os.path.join(elsewhere[0], PTH)}: its folder is on sys.path but"
                 " is no site directory, so site ignores it (pip install --target?);"
                 " install into the environment instead"
             )
         else:
-            detail = "in no site directory of this interpreter: not installed"
+            detail = (
+                "in no site directory of this interpreter: not installed;"
+                f" install: {reinstall_command()}"
+            )
         checks.append(Check("FAIL", PTH, detail))
+    ours = installed_file(PTH)
+    if active and ours and _same(ours, os.path.join(active[0], PTH)):
+        stale = stale_copy(ours, PTH)  # the distribution's: a checkout's copy?
+        if stale is not None:
+            checks.append(Check("FAIL", PTH, stale))
     start_dirs = [d for d, on in dirs if on and os.path.isfile(os.path.join(d, START))]
     if sys.version_info >= PEP_829_PYTHON:
         checks.append(
@@ -113,20 +130,88 @@ def gate_check() -> Check:
     """The gate module, which the ``.pth`` line and the ``.start`` entry import
     by name: without it (or with another one first on the path) the hook never
     runs, and the ``.pth`` line says nothing. It belongs beside the package
-    (both in site-packages, or both in the checkout of an editable install)."""
+    (both in site-packages, or both in a checkout on the path), or is the one
+    the installed distribution put in site-packages: an editable install
+    (hatchling's) copies it there and leaves the package in the checkout, and
+    then the copy must still be the checkout's."""
     import importlib.util
 
     spec = importlib.util.find_spec(GATE)
     if spec is None or not spec.origin:
         return Check("FAIL", GATE, "missing: the .pth line imports it, and"
-                     " without it the hook never runs; reinstall")  # fmt: skip
+                     " without it the hook never runs; reinstall:"
+                     f" {reinstall_command()}")  # fmt: skip
     beside = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.realpath(os.path.dirname(spec.origin)) != os.path.realpath(
-        os.path.dirname(beside)
-    ):
+    if _same(os.path.dirname(spec.origin), os.path.dirname(beside)):
+        return Check("ok", GATE, spec.origin)
+    installed = installed_file(f"{GATE}.py")
+    if installed is None or not _same(installed, spec.origin):
         return Check("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
-                     f" the one beside {beside}")  # fmt: skip
-    return Check("ok", GATE, spec.origin)
+                     f" the one beside {beside} nor the one installed with"
+                     " it")  # fmt: skip
+    stale = stale_copy(spec.origin, f"{GATE}.py")
+    if stale is not None:
+        return Check("FAIL", GATE, stale)
+    return Check("ok", GATE, f"{spec.origin} (installed with the package)")
+
+
+#: The installed distribution's name, as ``pip list`` shows it.
+DISTRIBUTION = "rocm-hwq-autoset"
+
+
+def installed_file(name: str) -> str | None:
+    """Where the installed distribution put ``name`` (a file at the root of
+    its site directory: the ``.pth``, the gate module), as its ``RECORD``
+    lists it; None without a distribution, or one that lists no such file."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+    for path in dist.files or ():
+        if str(path) == name:
+            return str(dist.locate_file(path))
+    return None
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def stale_copy(installed: str, name: str) -> str | None:
+    """What is wrong with a start-up file an editable install copied into
+    site-packages (the ``.pth``, the gate module), where the package runs from
+    a checkout that holds another version of it: the checkout was edited, or
+    pulled, since the install; None where it is the same, or no checkout's."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mine = os.path.join(os.path.dirname(package), name)  # beside the package
+    if not os.path.isfile(mine) or _same(mine, installed):
+        return None
+    try:
+        with open(installed, "rb") as copy, open(mine, "rb") as source:
+            if copy.read() == source.read():
+                return None
+    except OSError as exc:
+        return f"{installed}: {exc.strerror}"
+    return (
+        f"{installed} is not {mine} (changed since the install): start-up runs"
+        f" the old one; reinstall: {reinstall_command()}"
+    )
+
+
+def reinstall_command() -> str:
+    """The command that installs the package again as it was installed (the
+    gate module's :func:`reinstall`, its one home); a plain one without it."""
+    try:
+        from _rocm_hwq_autoset_gate import reinstall
+
+        return reinstall()[1]
+    except Exception:  # no gate module, an older one, unreadable metadata
+        return (
+            f"pip install --force-reinstall --no-deps {DISTRIBUTION} (pip install"
+            " -e CHECKOUT for an editable install)"
+        )
 
 
 def _may_be_launch(training: Sequence[str]) -> bool:

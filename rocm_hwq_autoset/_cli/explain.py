@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
@@ -28,14 +27,14 @@ from ._common import (
     Reading,
     add_options,
     describe,
-    fail,
     rocm,
     training_environ,
 )
-from .term import row
+from .term import row, write_stderr
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from .._config import Value
     from .._model import Recommendation
@@ -50,8 +49,8 @@ examples:
       --parallelism.expert_parallel_degree 2
   rocm-hwq-autoset explain --module graph_trainer.deepseek_v3 \\
       --config graph_trainer_deepseek_v3_16b
-  exports="$(rocm-hwq-autoset explain --export --job.config_file job.toml)"
-  eval "$exports"     # a failure above stops a 'set -e' script"""
+  # in a job script: on a failure the eval fails, and 'set -e' stops there
+  eval "$(rocm-hwq-autoset explain --export --job.config_file job.toml)\""""
 #: explain's own options (the dispatcher tells them from training arguments).
 OPTIONS = (
     Option("--json", takes_value=False, exclusive="form", action="store_true",
@@ -60,7 +59,8 @@ OPTIONS = (
            help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
            " (N: the number HIP reads), one summary line on stderr (the report"
            " with --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP"
-           " reads it; on any failure nothing on stdout and exit 2"),
+           " reads it; on any failure 'false' on stdout (its eval fails) and"
+           " exit 2"),
     Option("--verbose", takes_value=False, action="store_true",
            help="with --export: the whole report on stderr"),
     Option("--world-size", takes_value=True, type=int, metavar="N",
@@ -82,24 +82,22 @@ ALWAYS = {
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
-    json_out = out if opts.json else None
+    """The report, the JSON or the export; ``ConfigError`` for what cannot be
+    read (the dispatcher says it)."""
     setting = QueuesSetting(os.environ)
     explicit = setting.explicit
     if opts.export and explicit is not None and setting.problem is not None:
-        return fail(f"{setting.problem}; nothing to export")
-    try:
-        environ = training_environ(opts.world_size)
-        # An exported value becomes explicit: the hook then leaves it, and no
-        # background check runs. So it is never taken from the cache.
-        reading = Reading(opts.training, environ, use_cache=not opts.no_cache,
-                          fresh=opts.export)  # fmt: skip
-        # The launch's own errors first (evaluating it, for --module), then
-        # what the hook decides with that same evaluation.
-        rec = reading.rec
-        source = reading.source
-        outcome = reading.hook_outcome()
-    except ConfigError as exc:
-        return fail(str(exc), json_out)
+        raise ConfigError(f"{setting.problem}; nothing to export")
+    environ = training_environ(opts.world_size)
+    # An exported value becomes explicit: the hook then leaves it, and no
+    # background check runs. So it is never taken from the cache.
+    reading = Reading(opts.training, environ, use_cache=not opts.no_cache,
+                      fresh=opts.export)  # fmt: skip
+    # The launch's own errors first (evaluating it, for --module), then what
+    # the hook decides with that same evaluation.
+    rec = reading.rec
+    source = reading.source
+    outcome = reading.hook_outcome()
     on_rocm, evidence = rocm()
     if opts.json:
         doc = as_json(rec, source=source)
@@ -131,25 +129,41 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"export {QUEUES}={exported}\n")
     level, _ = log_level(os.environ)
     if opts.verbose or level == VERBOSE:
-        sys.stderr.write(as_text(rec, source=source, found=reading.found,
-                                 environment=environment))  # fmt: skip
+        write_stderr(as_text(rec, source=source, found=reading.found,
+                             environment=environment))  # fmt: skip
     elif level == QUIET:
         return 0
-    sys.stderr.write(f"{PROG}: {export_summary(rec, setting, source)}\n")
+    summary = export_summary(rec, setting, source, hook_off(os.environ))
+    write_stderr(f"{PROG}: {summary}\n")
     return 0
 
 
-def export_summary(rec: Recommendation, setting: QueuesSetting, source: str) -> str:
-    """The one line ``--export`` says on stderr when all went well."""
+def hook_off(environ: Mapping[str, str]) -> str | None:
+    """Why the hook does nothing in this environment whatever the launch (the
+    switch), or None: an export is then the only thing that sets the value."""
+    mode, problem = switch(environ)
+    if mode == OFF:
+        return f"the hook is off here ({SWITCH}={environ[SWITCH]})"
+    if problem is not None:
+        return f"the hook does nothing here ({problem})"
+    return None
+
+
+def export_summary(
+    rec: Recommendation, setting: QueuesSetting, source: str, off: str | None = None
+) -> str:
+    """The one line ``--export`` says on stderr when all went well; ``off``:
+    why the hook does nothing here (:func:`hook_off`), said too."""
+    also = f"; {off}" if off else ""
     if setting.explicit is not None:
         same = "the same" if setting.queues == rec.queues else str(rec.queues)
         return (
             f"exported {QUEUES}={setting.queues}: {setting.describe()} (the"
-            f" training arguments give {same}); --verbose for the report"
+            f" training arguments give {same}){also}; --verbose for the report"
         )
     return (
         f"exported {QUEUES}={rec.queues} ({len(rec.lanes)} GPU streams:"
-        f" {', '.join(rec.lanes)}) for {source}; --verbose for the report"
+        f" {', '.join(rec.lanes)}) for {source}{also}; --verbose for the report"
     )
 
 

@@ -1,9 +1,12 @@
-"""Terminal output: colour only on a terminal, and never with ``NO_COLOR``."""
+"""Terminal output: colour only on a terminal, and never with ``NO_COLOR``;
+streams that may be full or closed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 import textwrap
 from typing import TextIO
 
@@ -41,3 +44,60 @@ def row(
         break_long_words=False,
     )
     return wrapped.replace(_NBSP, " ")
+
+
+class Unwritable(Exception):
+    """stdout refused a write: a full disk (``> /dev/full``), a descriptor
+    closed under the process. Not an ``OSError``: a command's own handling of
+    the files it reads never takes it for one of those."""
+
+
+class Stdout:
+    """The stream a command writes its answer to: each write flushed at once,
+    so that a refusal surfaces at the write that met it (before the command
+    says on stderr that it is done); a refusal raises :class:`Unwritable`,
+    while a reader that went away (``| head``: ``BrokenPipeError``) passes."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            written = self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as exc:  # ValueError: a closed file
+            raise Unwritable(exc) from None
+        return written
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+def write_stderr(text: str) -> None:
+    """``text`` on stderr, which may be closed (``2>&-``: None) or refuse it
+    (``2> /dev/full``): then there is no one to tell, and nothing is raised;
+    what it kept goes nowhere (:func:`discard`)."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        discard(sys.stderr)
+
+
+def discard(stream: TextIO | None) -> None:
+    """What is left in a standard stream's buffer goes to ``/dev/null``, so
+    that the interpreter's own flush at exit neither fails (exit status 120)
+    nor says "Exception ignored"."""
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)

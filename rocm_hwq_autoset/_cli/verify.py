@@ -126,16 +126,14 @@ def misplaced_trace(training: list[str], traces: list[str]) -> str | None:
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
-    json_out = out if opts.json else None
+    """Each trace's verdict, the worst status; ``ConfigError`` where nothing
+    can be judged (the dispatcher says it)."""
     misplaced = misplaced_trace(opts.training, opts.traces)
     if misplaced is not None:
-        return fail(misplaced, json_out)
+        raise ConfigError(misplaced)
     if not opts.traces:
-        return fail("verify needs at least one TRACE", json_out)
-    try:
-        queues, source, note = queues_and_source(opts)
-    except ConfigError as exc:
-        return fail(str(exc), json_out)
+        raise ConfigError("verify needs at least one TRACE")
+    queues, source, note = queues_and_source(opts)
     reports: list[dict[str, Any]] = []
     errors: list[str] = []
     for path in opts.traces:
@@ -166,7 +164,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     if not read:  # nothing to report but what is wrong
         for error in errors[:-1]:
             fail(error)
-        return fail(errors[-1] if len(errors) == 1 else "; ".join(errors), json_out)
+        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
     if opts.json:
         doc = {"queues": queues, "queues_source": source, "ok": status == 0,
                "traces": reports}  # fmt: skip

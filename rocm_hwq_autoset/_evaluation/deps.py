@@ -14,9 +14,11 @@ down here and in docs/design.md ("The cache of evaluations"):
   and every other file it opened to read (``r+`` too; bytes paths too), by
   modification time (ns), size, inode and change time (ns), as git's index
   checks its files; a file it opened that did not exist must still not exist.
-  Not counted: files it only wrote, compiled ``.pyc`` files of a source (the
-  source counts), and ``/proc``, ``/sys``, ``/dev`` but for ``/dev/shm`` (they
-  describe the process, not the config).
+  A file whose stamps changed counts by its bytes (a digest of it, for files
+  of :data:`MAX_DIGEST_BYTES` or less): a ``touch`` or a checkout there and back
+  changes nothing. Not counted: files it only wrote, compiled ``.pyc`` files of
+  a source (the source counts), and ``/proc``, ``/sys``, ``/dev`` but for
+  ``/dev/shm`` (they describe the process, not the config).
 * **Directories the import system searched** (``sys.path``, packages'
   ``__path__``, whether they existed or not, and the user site): only their
   entries that could be imported as a module it looked up (``name`` as a
@@ -38,10 +40,11 @@ down here and in docs/design.md ("The cache of evaluations"):
   the visible GPUs (their count is in the key); this package's own variables.
 
 Stamps are taken when a file is read or a directory listed; when something
-read changed before the evaluation ended, or changed (its ``ctime``) after it
-began, :meth:`Recorder.deps` raises :class:`ChangedDuring` and nothing is
-stored. A directory is listed again only when its stamp changed, so a check
-costs one ``stat`` per file and directory.
+read changed before the evaluation ended, :meth:`Recorder.deps` raises
+:class:`ChangedDuring` and nothing is stored. One changed (its ``ctime``) as
+the evaluation began is stored as *racy*: it counts by its bytes or entries at
+every check, whatever its stamps say. A directory is listed again only when
+its stamp changed, so a check costs one ``stat`` per file and directory.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ import sys
 import time
 from collections.abc import Iterator, KeysView, Mapping
 from typing import Any
+
+from .._environ import LOCAL_RANKS
 
 #: Variables that never change what a config builds, although the evaluation may
 #: read them by name: per-rank and per-node identifiers, per-job identifiers
@@ -70,7 +75,8 @@ NOT_CONFIG = frozenset({
     "PMIX_RANK", "PMIX_ID", "PMIX_HOSTNAME", "PMI_FD", "PMI_PORT", "PMI_ID",
     "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
     "FLUX_TASK_RANK", "FLUX_TASK_LOCAL_ID", "PBS_TASKNUM", "PBS_NODENUM",
-    "PBS_VNODENUM", "HOSTNAME", "HOST",
+    "PBS_VNODENUM", "HOSTNAME", "HOST", "PALS_RANKID", "JSM_NAMESPACE_RANK",
+    *LOCAL_RANKS,
     # per job: identifiers, names, times, ports, folders
     "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_STEP_ID",
     "SLURM_STEPID", "SLURM_ARRAY_JOB_ID", "SLURM_HET_JOB_ID",

@@ -30,6 +30,9 @@ from ..data import write_job
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
 
 JOB = "models__deepseek_v3__deepseek_v3_16b.toml"
+ROOT = Path(__file__).resolve().parents[2]
+#: The parser torchtitan reads a job config with, here.
+TOML_READER = "tomllib" if sys.version_info >= (3, 11) else "tomli"
 
 
 @pytest.fixture
@@ -61,8 +64,11 @@ def test_a_launch(rocm_job: str, capsys: pytest.CaptureFixture[str]) -> None:
     ("content", "said"),
     [
         (b"\xef\xbb\xbf[job]\n", "FAIL for that launch warning: bom.toml: invalid"
-         " TOML: Invalid statement (at line 1, column 1); GPU_MAX_HW_QUEUES left"
-         " unset (checked as if on ROCm: this machine is not)"),
+         f" TOML: it starts with a UTF-8 byte-order mark, which {TOML_READER}"
+         " (torchtitan's TOML reader) refuses (Invalid statement (at line 1,"
+         " column 1)); save it without the mark: sed -i '1s/^\\xEF\\xBB\\xBF//'"
+         " bom.toml; GPU_MAX_HW_QUEUES left unset (checked as if on ROCm: this"
+         " machine is not)"),
         (b"[parallelism]\ntensor_parallel_degree = 0\n",
          "FAIL for that launch warning: bom.toml: parallelism.tensor_parallel_degree:"
          " 0 must be >= 1; GPU_MAX_HW_QUEUES left unset (checked as if on ROCm: this"
@@ -301,8 +307,15 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
 
 
 class Flags:
+    """``sys.flags`` with ``no_site`` replaced; every other flag as it is
+    (Python 3.9's ``open()`` reads ``utf8_mode``)."""
+
     def __init__(self, no_site: int) -> None:
         self.no_site = no_site
+        self._real = sys.flags
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
 
 
 @pytest.fixture
@@ -316,6 +329,9 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         folder.mkdir()
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(d) for d in site_dirs])
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
+    # No distribution of the package: one is made up where a test needs it.
+    monkeypatch.setattr(_doctor, "installed_file", lambda name: None)
+    monkeypatch.setattr(_doctor, "reinstall_command", lambda: "REINSTALL")
 
     def lines(files: dict[str, list[str]], *, user_site: bool = True,
               on_path: tuple[str, ...] = (), pep_829: bool = False,
@@ -377,8 +393,24 @@ def test_start_up_files_outside_the_site_directories(layout: Any) -> None:
          " environment instead"),
     ]  # fmt: skip
     assert layout({}, on_path=("user", "site-a")) == [
-        ("FAIL", PTH, "in no site directory of this interpreter: not installed"),
-    ]
+        ("FAIL", PTH, "in no site directory of this interpreter: not installed;"
+         " install: REINSTALL"),
+    ]  # fmt: skip
+
+
+def test_a_pth_removed_from_an_installed_distribution_names_the_command(
+    layout: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Was: "not installed", while ``pip list`` shows the package."""
+    where = str(tmp_path / "site-a" / PTH)
+    monkeypatch.setattr(_doctor, "installed_file",
+                        lambda name: where if name == PTH else None)  # fmt: skip
+    assert layout({"site-a": [START]}) == [
+        ("FAIL", PTH, f"T/site-a/{PTH} is missing, though rocm-hwq-autoset is"
+         " installed (pip list shows it): the hook never runs; restore it:"
+         " REINSTALL"),
+        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
+    ]  # fmt: skip
 
 
 def test_without_site_nothing_is_looked_for(
@@ -449,17 +481,59 @@ def test_the_gate_module_is_checked(
     ours = doctor_module.gate_check()
     assert (ours.status, ours.topic) == ("ok", "_rocm_hwq_autoset_gate")
     assert ours.detail.endswith("_rocm_hwq_autoset_gate.py")
+    monkeypatch.setattr(doctor_module, "reinstall_command", lambda: "REINSTALL")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     missing = doctor_module.gate_check()
     assert (missing.status, missing.detail) == (
         "FAIL", "missing: the .pth line imports it, and without it the hook never"
-        " runs; reinstall",
+        " runs; reinstall: REINSTALL",
     )  # fmt: skip
-    other = str(tmp_path / "_rocm_hwq_autoset_gate.py")
+    other = tmp_path / "_rocm_hwq_autoset_gate.py"
+    other.write_bytes((ROOT / "_rocm_hwq_autoset_gate.py").read_bytes())
     monkeypatch.setattr(
         importlib.util, "find_spec",
-        lambda name: importlib.machinery.ModuleSpec(name, None, origin=other),
+        lambda name: importlib.machinery.ModuleSpec(name, None, origin=str(other)),
     )  # fmt: skip
+    monkeypatch.setattr(doctor_module, "installed_file", lambda name: None)
     shadowed = doctor_module.gate_check()
     assert shadowed.status == "FAIL"
     assert shadowed.detail.startswith(f"{other} comes first on sys.path")
+    # An editable install: the distribution's own copy in site-packages, the
+    # package in the checkout. Healthy while it is the checkout's.
+    monkeypatch.setattr(doctor_module, "installed_file", lambda name: str(other))
+    copy = doctor_module.gate_check()
+    assert (copy.status, copy.detail) == (
+        "ok", f"{other} (installed with the package)"
+    )  # fmt: skip
+    other.write_text(other.read_text() + "# an older gate\n")
+    stale = doctor_module.gate_check()
+    assert (stale.status, stale.detail) == (
+        "FAIL", f"{other} is not {ROOT / '_rocm_hwq_autoset_gate.py'} (changed"
+        " since the install): start-up runs the old one; reinstall: REINSTALL",
+    )  # fmt: skip
+
+
+def test_the_installed_files_are_the_distributions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Read from its RECORD, as pip lists them."""
+    from importlib import metadata
+
+    class Dist:
+        files = (metadata.PackagePath("x/y.py"),
+                 metadata.PackagePath("_rocm_hwq_autoset_gate.py"))  # fmt: skip
+
+        def locate_file(self, path: object) -> Path:
+            return tmp_path / str(path)
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: Dist())
+    assert _doctor.installed_file("_rocm_hwq_autoset_gate.py") == str(
+        tmp_path / "_rocm_hwq_autoset_gate.py"
+    )
+    assert _doctor.installed_file("rocm_hwq_autoset.pth") is None
+
+    def none(name: str) -> object:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", none)
+    assert _doctor.installed_file("rocm_hwq_autoset.pth") is None

@@ -203,6 +203,50 @@ def test_export_as_the_log_level_asks(
     )
 
 
+def test_an_empty_value_is_nobodys_and_the_arguments_q_is_exported(
+    cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """HIP would read ``GPU_MAX_HW_QUEUES=""`` as 0: it is no one's choice, so
+    the export is the training arguments' Q, as the hook would set it."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "")
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
+        f" all_reduce, fsdp_comm) for {EXAMPLE}; --verbose for the report\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("switch", "said"),
+    [
+        ("0", "the hook is off here (ROCM_HWQ_AUTOSET=0)"),
+        ("Off", "the hook is off here (ROCM_HWQ_AUTOSET=Off)"),
+        ("maybe", "the hook does nothing here (ROCM_HWQ_AUTOSET='maybe' is not"
+                  " 1/on/true/yes/auto (on), 0/off/false/no (off) or force)"),
+    ],
+)  # fmt: skip
+def test_an_export_where_the_hook_is_off_says_so(
+    switch: str, said: str, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: the summary did not say that here only the export sets the value.
+    It still exports: the export is how a job sets it where the hook is off."""
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", switch)
+    code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err == (
+        "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
+        f" all_reduce, fsdp_comm) for {EXAMPLE}; {said}; --verbose for the"
+        " report\n"
+    )
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
+    _, _, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
+    assert err.endswith(f"(the training arguments give 4); {said}; --verbose for"
+                        " the report\n")  # fmt: skip
+
+
 def test_an_explicit_value_is_exported_as_it_is(
     cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -319,7 +363,7 @@ def test_export_in_a_shell(tmp_path: Path) -> None:
 def readme_export_lines() -> str:
     """The job-script lines the README shows for ``--export``."""
     text = (ROOT / "README.md").read_text()
-    start = text.index('exports="$(rocm-hwq-autoset explain --export')
+    start = text.index('eval "$(rocm-hwq-autoset explain --export')
     return text[start : text.index("```", start)]
 
 
@@ -349,7 +393,7 @@ def test_readme_export_lines_in_a_strict_job_script(
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == "reached Q=4\n"
     else:
-        assert proc.returncode == 2
+        assert proc.returncode == 1  # eval false
         assert proc.stdout == ""
         assert proc.stderr.count("\n") == 1
         assert "job.toml" in proc.stderr
@@ -373,8 +417,8 @@ def test_passthrough_and_defaults(
         ("explain", ["--foo", "bar"], "explain: --foo: unrecognized option"),
         ("explain", ["--foo=x.y=z"], "explain: --foo: unrecognized option"),
         ("explain", ["--.x.y"], "explain: --.x.y: unrecognized option"),
-        ("explain", ["job.toml"],
-         f"explain: unexpected argument 'job.toml'; {TRAINING_ARGS_HELP}"),
+        ("explain", ["job.yaml"],
+         f"explain: unexpected argument 'job.yaml'; {TRAINING_ARGS_HELP}"),
         ("verify", ["t.json", "--queue", "8"], "verify: --queue: unrecognized"
          " option; did you mean --queues?"),
         ("doctor", ["--verbose"], "doctor: --verbose: unrecognized option"),
@@ -386,6 +430,47 @@ def test_an_option_that_is_neither_ours_nor_torchtitans_is_a_usage_error(
     assert main([command, *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"{PREFIX}{message}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "said"),
+    [
+        ("explain", ["job.toml"],
+         "explain: unexpected argument 'job.toml'; did you mean --job.config_file"
+         " job.toml?"),
+        ("explain", ["--config_file", "job.toml"],
+         "explain: --config_file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--config-file=job.toml"],
+         "explain: --config-file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--job.config", "job.toml", "--training.steps", "3"],
+         "explain: --job.config: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("explain", ["--job.config"],
+         "explain: --job.config: unrecognized option; did you mean"
+         " --job.config_file?"),
+        ("explain", ["--config-file", "--training.steps", "3"],
+         "explain: --config-file: unrecognized option; did you mean"
+         " --job.config_file?"),  # the next argument is no file but a flag
+        ("doctor", ["--", "--training.steps", "3", "--job.config", "job.toml"],
+         "doctor: --job.config: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+        ("verify", ["t.json", "--job_config_file", "job.toml"],
+         "verify: --job_config_file: unrecognized option; did you mean"
+         " --job.config_file job.toml?"),
+    ],
+)  # fmt: skip
+def test_the_common_slips_for_the_config_file_flag_name_it(
+    command: str, args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``explain job.toml`` listed what training arguments are, and
+    ``--config_file`` found no option close to it; ``--job.config`` (a dotted
+    flag, so a training argument) left the launch without its config file, and
+    explain showed torchtitan's defaults."""
+    assert main([command, *args]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"{PREFIX}{said}\n")
 
 
 @pytest.mark.parametrize(

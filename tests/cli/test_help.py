@@ -18,8 +18,8 @@ EXPLAIN = [
     "    --parallelism.expert_parallel_degree 2",
     "rocm-hwq-autoset explain --module graph_trainer.deepseek_v3 \\",
     "    --config graph_trainer_deepseek_v3_16b",
-    'exports="$(rocm-hwq-autoset explain --export --job.config_file job.toml)"',
-    "eval \"$exports\"     # a failure above stops a 'set -e' script",
+    "# in a job script: on a failure the eval fails, and 'set -e' stops there",
+    'eval "$(rocm-hwq-autoset explain --export --job.config_file job.toml)"',
 ]
 DOCTOR = [
     "rocm-hwq-autoset doctor -- --job.config_file job.toml \\",
@@ -41,7 +41,7 @@ HELP = {
             "--export print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
             " (N: the number HIP reads), one summary line on stderr (the report with"
             " --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP reads it;"
-            " on any failure nothing on stdout and exit 2",
+            " on any failure 'false' on stdout (its eval fails) and exit 2",
             "--verbose with --export: the whole report on stderr",
             "--world-size N resolve data_parallel_shard_degree = -1 as torchtitan"
             " does for N ranks, as a worker does (default: WORLD_SIZE, if set)",

@@ -199,19 +199,79 @@ def test_a_missing_config_is_one_short_line(
     standin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """torchtitan names every config function of the module (40 here, some 870
-    characters): the list is cut to its first few, and the line to fit."""
+    characters): the list is cut to its first few, and the line holds the
+    rest whole (was: cut to 240 characters, in the middle of the cause)."""
     said = refused(capsys, "--module", "long_recipes", "--config", "nope")
-    assert len(said) <= 240
-    assert said.startswith(
+    assert said == (
         "--module/--config: torchtitan could not build the config (ValueError:"
-        " Config function 'nope' not found in long_recip"
-    )
-    # The cut keeps the last sentence whole: the cause above, the list here.
-    assert said.endswith(
-        "...Available config functions: ['llama3_debugmodel', 'llama3_1b',"
+        " Config function 'nope' not found in long_recipes.config_registry."
+        " Available config functions: ['llama3_debugmodel', 'llama3_1b',"
         " 'llama3_8b', 'llama3_16b', 'llama3_32b', ... (40 in all)])"
     )
-    assert "'llama4_" not in said
+
+
+#: A recipe whose config function refuses with a long explanation, as
+#: torchtitan's own validation does (several sentences, then the remedy).
+PROSE_RECIPES = """
+def c():
+    raise ValueError(
+        "Pipeline parallelism needs the number of layers to divide evenly among"
+        " the stages. " * 6 + "Set --parallelism.pipeline_parallel_degree so that"
+        " it divides the model's layers, or set"
+        " --parallelism.pipeline_parallel_layers_per_stage."
+    )
+"""
+WHOLE = (
+    "--module/--config: torchtitan could not build the config (ValueError: "
+    + "Pipeline parallelism needs the number of layers to divide evenly among the"
+    " stages. " * 6 + "Set --parallelism.pipeline_parallel_degree so that it"
+    " divides the model's layers, or set"
+    " --parallelism.pipeline_parallel_layers_per_stage.)"
+)
+
+
+@pytest.fixture
+def prose(standin: Path) -> list[str]:
+    Path("prose_recipes").mkdir()
+    Path("prose_recipes", "__init__.py").write_text("")
+    Path("prose_recipes", "config_registry.py").write_text(PROSE_RECIPES)
+    return ["--module", "prose_recipes", "--config", "c"]
+
+
+def test_torchtitans_refusal_whole_in_json_and_text(
+    prose: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: cut to 240 characters everywhere. JSON and the text a person reads
+    hold it whole (the text wrapped under its one bounded line); an export's
+    line stays one line, and keeps the start (the cause) and the remedy."""
+    assert len(WHOLE) > 600
+    code, out, err = explain(capsys, "--json", *prose)
+    assert code == 2 and json.loads(out) == {"error": WHOLE}
+    line = err.splitlines()[0]
+    assert err == line + "\n" and len(line) <= len("rocm-hwq-autoset: error: ") + 400
+    code, out, err = explain(capsys, *prose)
+    first, *wrapped = err.splitlines()
+    assert (code, out, first) == (2, "", line)
+    assert " ".join(w.strip() for w in wrapped) == WHOLE
+    assert all(len(w) <= 79 for w in wrapped)
+    code, out, err = explain(capsys, "--export", *prose)
+    assert (code, out, err) == (2, "false\n", line + "\n")
+    assert line.startswith(
+        "rocm-hwq-autoset: error: --module/--config: torchtitan"
+        " could not build the config (ValueError: Pipeline"
+    )
+    assert line.endswith("or set --parallelism.pipeline_parallel_layers_per_stage.)")
+
+
+def test_doctor_holds_torchtitans_refusal_whole(
+    prose: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["doctor", "--", *prose]) == 1
+    flat = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"FAIL for that launch warning: {WHOLE}; GPU_MAX_HW_QUEUES left unset" in flat
+    )
+    assert f"unhealthy: for that launch: warning: {WHOLE}; GPU_MAX_HW_QUEUES" in flat
 
 
 def test_explain_without_torchtitan(

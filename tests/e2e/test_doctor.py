@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch, require_python
+from ..helpers import (
+    CUDA_VERSION_PY,
+    ROCM_VERSION_PY,
+    Venv,
+    fake_torch,
+    require_index,
+    require_python,
+)
 
 pytestmark = pytest.mark.e2e
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
@@ -113,7 +121,7 @@ def test_off_rocm_a_config_the_hook_would_refuse_is_unhealthy(
     assert flat.endswith("(checked as if on ROCm: this machine is not)")
 
 
-def test_pth_removed(venv: Venv) -> None:
+def test_pth_removed(venv: Venv, wheelhouse: Path) -> None:
     pth = venv.site_packages / "rocm_hwq_autoset.pth"
     saved = pth.read_bytes()
     pth.unlink()
@@ -123,9 +131,12 @@ def test_pth_removed(venv: Venv) -> None:
         pth.write_bytes(saved)
     assert code == 1
     assert "FAIL  rocm_hwq_autoset.pth" in out
-    assert "unhealthy: rocm_hwq_autoset.pth: in no site directory" in " ".join(
-        out.split()
-    )
+    wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
+    # Was: "in no site directory ...: not installed", while pip lists it.
+    assert (f"unhealthy: rocm_hwq_autoset.pth: {pth} is missing, though"
+            " rocm-hwq-autoset is installed (pip list shows it): the hook never"
+            f" runs; restore it: {venv.python} -m pip install --force-reinstall"
+            f" --no-deps {wheel}") in " ".join(out.split())  # fmt: skip
 
 
 def test_pip_install_target_is_no_site_directory(
@@ -193,3 +204,133 @@ def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
     assert "user site, which is disabled (-s, -I or PYTHONNOUSERSITE)" in said
     assert "ok    rocm_hwq_autoset.start" not in out
     assert fits_80_columns(out) and pth in out  # the path whole, on one line
+
+
+# An editable install of a checkout (hatchling's): the gate module and the
+# .pth copied into site-packages, the package left in the checkout.
+
+#: What a build of the package needs from the checkout.
+CHECKOUT_FILES = ("pyproject.toml", "README.md", "LICENSE", "rocm_hwq_autoset.pth",
+                  "rocm_hwq_autoset.start", "_rocm_hwq_autoset_gate.py")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def editable(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """``pip install -e CHECKOUT`` of a copy of this checkout (the tests
+    remove its files), into a venv of Python 3.11."""
+    from ..helpers import ROOT
+
+    where = tmp_path_factory.mktemp("editable")
+    checkout = where / "checkout"
+    shutil.copytree(ROOT / "rocm_hwq_autoset", checkout / "rocm_hwq_autoset",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    for name in CHECKOUT_FILES:
+        shutil.copy(ROOT / name, checkout / name)
+    venv = Venv(where / "venv")
+    subprocess.run([require_python("3.11"), "-m", "venv", str(venv.path)], check=True)
+    proc = subprocess.run(
+        [venv.python, "-m", "pip", "install", "--find-links", str(wheelhouse),
+         "--editable", str(checkout)],
+        capture_output=True, text=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )  # fmt: skip
+    if proc.returncode != 0:
+        require_index(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return venv
+
+
+def _checkout(venv: Venv) -> Path:
+    return venv.path.parent / "checkout"
+
+
+def test_an_editable_install_is_healthy(editable: Venv) -> None:
+    """Was: "_rocm_hwq_autoset_gate ... comes first on sys.path, not the one
+    beside ...", unhealthy, on an install that works."""
+    gate = editable.site_packages / "_rocm_hwq_autoset_gate.py"
+    assert gate.is_file() and not (editable.site_packages / "rocm_hwq_autoset").exists()
+    code, out = doctor(editable.python)
+    assert code == 0, out
+    assert f"ok    _rocm_hwq_autoset_gate {gate}" in out
+    assert out.endswith("\nhealthy\n")
+
+
+def test_an_editable_install_still_fails_for_a_shadowing_gate(
+    editable: Venv, tmp_path: Path
+) -> None:
+    (tmp_path / "_rocm_hwq_autoset_gate.py").write_text("def start(): pass\n")
+    code, out = doctor(editable.python, env={"PYTHONPATH": str(tmp_path)})
+    assert code == 1
+    assert (f"FAIL _rocm_hwq_autoset_gate {tmp_path}/_rocm_hwq_autoset_gate.py"
+            " comes first on sys.path") in " ".join(out.split())  # fmt: skip
+
+
+def test_an_editable_install_whose_checkout_changed_its_gate(editable: Venv) -> None:
+    """The copy in site-packages is what start-up runs: reinstall."""
+    gate = _checkout(editable) / "_rocm_hwq_autoset_gate.py"
+    saved = gate.read_bytes()
+    gate.write_bytes(saved + b"# edited\n")
+    try:
+        code, out = doctor(editable.python)
+    finally:
+        gate.write_bytes(saved)
+    flat = " ".join(out.split())
+    assert code == 1
+    assert (f"is not {gate} (changed since the install): start-up runs the old"
+            f" one; reinstall: {editable.python} -m pip install -e"
+            f" {_checkout(editable)}") in flat  # fmt: skip
+
+
+def test_an_editable_install_without_its_package(
+    editable: Venv, tmp_path: Path
+) -> None:
+    """``rm -rf checkout/rocm_hwq_autoset``. Was: a launch said nothing even
+    in verbose mode, and the console script was a ModuleNotFoundError
+    traceback."""
+    package = _checkout(editable) / "rocm_hwq_autoset"
+    aside = tmp_path / "aside"
+    package.rename(aside)
+    try:
+        script = str(editable.path / "bin" / "rocm-hwq-autoset")
+        env = {"PATH": os.environ["PATH"]}
+        said = subprocess.run([script, "doctor"], capture_output=True, text=True,
+                              env=env, cwd="/")  # fmt: skip
+        job = tmp_path / "job.toml"
+        job.write_text(JOB)
+        launch = [editable.python, "-c", "print('trained')", "--job.config_file",
+                  str(job)]  # fmt: skip
+        levels = ("verbose", "")
+        launches = [subprocess.run(launch, capture_output=True, text=True, cwd="/",
+                                   env={**env, "ROCM_HWQ_AUTOSET_LOG": level})
+                    for level in levels]  # fmt: skip
+    finally:
+        aside.rename(package)
+    missing = (
+        "the package cannot be imported (ModuleNotFoundError: No module named"
+        f" 'rocm_hwq_autoset'): its files are missing (an editable install of"
+        f" {_checkout(editable)}); reinstall: {editable.python} -m pip install -e"
+        f" {_checkout(editable)}"
+    )
+    assert (said.returncode, said.stdout) == (2, "")
+    assert said.stderr == f"rocm-hwq-autoset: error: {missing}\n"
+    verbose, default = launches
+    assert (verbose.returncode, verbose.stdout) == (0, "trained\n")
+    assert verbose.stderr == (
+        f"rocm-hwq-autoset: warning: {missing}; GPU_MAX_HW_QUEUES left unset\n"
+    )
+    assert (default.returncode, default.stdout, default.stderr) == (0, "trained\n", "")
+
+
+def test_an_editable_install_without_its_pth(editable: Venv) -> None:
+    pth = editable.site_packages / "rocm_hwq_autoset.pth"
+    saved = pth.read_bytes()
+    pth.unlink()
+    try:
+        code, out = doctor(editable.python)
+    finally:
+        pth.write_bytes(saved)
+    assert code == 1
+    assert (f"unhealthy: rocm_hwq_autoset.pth: {pth} is missing, though"
+            " rocm-hwq-autoset is installed (pip list shows it): the hook never"
+            f" runs; restore it: {editable.python} -m pip install -e"
+            f" {_checkout(editable)}") in " ".join(out.split())  # fmt: skip

@@ -90,6 +90,7 @@ def start(
     env: dict[str, str] | None = None,
     python_flags: tuple[str, ...] = (),
     program: Path | None = None,
+    module: str = "probe",
     prefix: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], str]:
     """Start ``python <form> args`` (through ``prefix``, a command that runs
@@ -100,7 +101,7 @@ def start(
     full_env.update(env or {})
     head = {
         "script": [str(program or world.probe)],
-        "module": ["-m", "probe"],
+        "module": ["-m", module],
         "command": ["-c", PROBE],
     }[form]
     proc = subprocess.run(
@@ -192,27 +193,39 @@ def test_a_near_miss_does_not_import_the_package(
         assert (seen["queues"], err) == (None, "")
 
 
-def test_a_module_launch_of_torchtitan_opens_the_gate(venv: Venv, world: World) -> None:
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_a_module_launch_of_torchtitan_opens_the_gate(
+    venv: Venv, world: World, form: str
+) -> None:
     """``--module`` for a torchtitan program opens it: the hook starts the
     evaluation (which this venv, without torchtitan, cannot make: nothing is
-    set; the program here ends before its answer)."""
+    set; the program here ends before its answer). ``python -m
+    torchtitan.train`` too, on Python 3.9 (no ``sys.orig_argv``: the hook
+    reads /proc/self/cmdline)."""
     titan = world.root / "torchtitan" / "train.py"
     titan.parent.mkdir(exist_ok=True)
     titan.write_text(PROBE)
     seen, err = start(venv, world, ["--module", "llama3", "--config", "c"],
-                      torch=world.rocm, program=titan)  # fmt: skip
+                      torch=world.rocm, program=titan, form=form,
+                      module="torchtitan.train",
+                      env={"ROCM_HWQ_AUTOSET_LOG": "verbose"})  # fmt: skip
     assert seen["package"] is True and seen["queues"] is None
     assert "Traceback" not in err
+    assert "no torchtitan --module/--config" not in err, err  # a launch
 
 
+@pytest.mark.parametrize("variable", ["LOCAL_RANK", "SLURM_LOCALID"])
 @pytest.mark.parametrize("rank", ["0", "3"])
-def test_a_warning_is_said_once_per_node(venv: Venv, world: World, rank: str) -> None:
+def test_a_warning_is_said_once_per_node(
+    venv: Venv, world: World, rank: str, variable: str
+) -> None:
     """Like a set value: local rank 0 says it, local rank 3 says nothing (a bad
-    config; an explicit value HIP cannot use)."""
+    config; an explicit value HIP cannot use); torchrun's LOCAL_RANK or srun's
+    SLURM_LOCALID alike."""
     bad = world.root / "bad-rank.toml"
     bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
     seen, err = start(venv, world, ["--job.config_file", str(bad)], torch=world.rocm,
-                      env={"LOCAL_RANK": rank})  # fmt: skip
+                      env={variable: rank})  # fmt: skip
     assert seen["queues"] is None
     assert err == ("" if rank == "3" else (
         f"rocm-hwq-autoset: warning: {bad}: parallelism.tensor_parallel_degree:"
@@ -220,7 +233,7 @@ def test_a_warning_is_said_once_per_node(venv: Venv, world: World, rank: str) ->
     ))  # fmt: skip
     seen, err = start(venv, world, ["--job.config_file", str(world.job)],
                       torch=world.rocm,
-                      env={"LOCAL_RANK": rank, "GPU_MAX_HW_QUEUES": "abc"})  # fmt: skip
+                      env={variable: rank, "GPU_MAX_HW_QUEUES": "abc"})  # fmt: skip
     assert seen["queues"] == "abc"
     assert err == ("" if rank == "3" else (
         "rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES='abc': HIP reads 0, not a"

@@ -444,7 +444,8 @@ def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
 def test_a_user_site_that_was_missing_counts(workdir: Path) -> None:
     """Was: ``pip install --user`` creating the user site was not seen. (Not
     in a venv, which has no user site: the Python it was made from.)"""
-    base = getattr(sys, "_base_executable", sys.executable)
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    base = os.path.join(sys.base_prefix, "bin", version)  # 3.9: not the venv's
     deps = run(workdir, "import my_helper", python=base)
     assert changed(deps, {}) is None
     user_site(workdir).mkdir(parents=True)

@@ -79,6 +79,8 @@ def starting(
 
     def run(launch: Launch) -> tuple[list[Outcome], Any, list[str]]:
         applied = Applied()
+        for at_exit in exits:  # an earlier run's check, ended as at exit
+            at_exit()
         exits.clear()
         Installed.made.clear()
         parent.start(launch, applied)

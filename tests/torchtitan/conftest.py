@@ -1,6 +1,7 @@
 """The real torchtitan 0.3.0, CPU torch 2.13.0 and torchrun, in the venv
-``.ci/run`` builds and names in ``ROCM_HWQ_TORCHTITAN`` (required under ``CI``,
-skipped with the reason elsewhere).
+``tools/torchtitan_venv.py`` makes (``.ci/run`` uses it) and names in
+``ROCM_HWQ_TORCHTITAN`` (required under ``CI``, skipped with the command
+elsewhere).
 
 Every process these tests start carries a ``sitecustomize`` (on ``PYTHONPATH``)
 that makes a training process report what it was started with and stop before
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from ..helpers import missing
+from ..helpers import NO_TORCHTITAN, missing
 
 SITECUSTOMIZE = r"""
 import json, os, sys
@@ -95,10 +96,7 @@ def python(wheelhouse: Path) -> str:
     """That venv's python, with this checkout's wheel installed (afresh)."""
     found = os.environ.get("ROCM_HWQ_TORCHTITAN", "")
     if not found or not Path(found).exists():
-        missing(
-            "no venv with torch 2.13.0 and torchtitan 0.3.0: ROCM_HWQ_TORCHTITAN"
-            " names its python (.ci/run builds it)"
-        )
+        missing(NO_TORCHTITAN)
     wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
     subprocess.run(
         [found, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",

@@ -1,8 +1,9 @@
 """Every graph_trainer recipe of the real torchtitan 0.3.0 (CPU torch 2.13.0),
 read by this package's child as PR #4032's model reads it.
 
-``.ci/run`` builds that venv and names its interpreter in ``ROCM_HWQ_TORCHTITAN``;
-required when ``CI`` is set, skipped with the reason elsewhere. Expected Q and
+``tools/torchtitan_venv.py`` makes that venv and names its interpreter in
+``ROCM_HWQ_TORCHTITAN``; required when ``CI`` is set, skipped with the command
+elsewhere. Expected Q and
 lanes come from each recipe's own config values, read by torchtitan in this
 test, and PR #4032's model written out here: not from this package.
 """

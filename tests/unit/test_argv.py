@@ -6,6 +6,8 @@ pytorch/torchtitan #2386, ``_load_config`` after)."""
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -372,3 +374,24 @@ def test_both_launch_forms_at_once_are_refused_naming_both(
 def test_a_module_flag_of_another_program_beside_a_job_config_is_toml() -> None:
     launch = find_launch(["tool.py", "--module", "m", "--job.config_file", "j"])
     assert launch is not None and launch.form == TOML_FORM
+
+
+def test_program_reads_the_command_line_where_python_has_no_orig_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python 3.9: ``python -m torchtitan.train ARGS`` has only ``["-m",
+    ARGS...]`` in sys.argv; its own command line names the module. Only for
+    this process's own arguments."""
+    import _rocm_hwq_autoset_gate as gate
+
+    args = ["--module", "llama3", "--config", "c"]
+    line = b"".join(w.encode() + b"\0" for w in ["py", "-m", "torchtitan.train", *args])
+    (tmp_path / "cmdline").write_bytes(line)
+    monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "cmdline"))
+    monkeypatch.setattr(sys, "argv", ["-m", *args])
+    assert program(["-m", *args], []) == ("module", "torchtitan.train")
+    launch = find_launch(["-m", *args], [])
+    assert launch is not None and launch.form == MODULE_FORM
+    assert program(["-m", *args[:2]], []) == ("module", "")  # not this process's
+    monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
+    assert program(["-m", *args], []) == ("module", "")  # no /proc: as before

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +16,7 @@ from rocm_hwq_autoset._config import (
     Setting,
     check_near_misses,
     edits_within,
+    load_toml,
     merge,
     near_miss,
     parse_toml,
@@ -229,6 +234,42 @@ def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
     assert parse_toml(at_limit)["k"]["k"]["k"]
     with pytest.raises(ConfigError, match="more than 256 dots; not a job config"):
         parse_toml(b".".join([b"k"] * 30_000) + b" = 1\n")  # 15 s in tomllib alone
+
+
+def _torchtitans_reader() -> Any:
+    """The parser torchtitan reads a TOML job config with, as it calls it
+    (``tomllib.load(open(path, "rb"))``; tomli before 3.11)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    return tomllib
+
+
+def test_a_byte_order_mark_is_refused_as_torchtitan_refuses_it_and_named(
+    tmp_path: Path,
+) -> None:
+    """Was: "invalid TOML: Invalid statement (at line 1, column 1)", which
+    names neither the mark (Notepad, PowerShell's ``>``) nor the fix."""
+    job = tmp_path / "my job.toml"
+    job.write_bytes(b"\xef\xbb\xbf" + TABLES)
+    reader = _torchtitans_reader()
+    with pytest.raises(reader.TOMLDecodeError), open(job, "rb") as f:
+        reader.load(f)  # torchtitan fails the launch: the same meaning here
+    with pytest.raises(ConfigError) as caught:
+        load_toml(str(job))
+    assert str(caught.value) == (
+        f"{job}: invalid TOML: it starts with a UTF-8 byte-order mark, which"
+        f" {reader.__name__} (torchtitan's TOML reader) refuses (Invalid statement"
+        " (at line 1, column 1)); save it without the mark: sed -i"
+        f" '1s/^\\xEF\\xBB\\xBF//' '{job}'"
+    )
+    subprocess.run(["sed", "-i", "1s/^\\xEF\\xBB\\xBF//", str(job)], check=True)
+    assert load_toml(str(job)) == parse_toml(TABLES)  # the remedy works
+    with pytest.raises(ConfigError, match=r"save it without the mark: .* FILE$"):
+        parse_toml(b"\xef\xbb\xbf" + TABLES)
+    # Anywhere else the mark is a character like any other: as tomllib reads it.
+    assert parse_toml('n = "\ufeffx"'.encode())["n"] == "\ufeffx"
 
 
 # Near misses: a key or section a typo away from one the model reads.

@@ -18,6 +18,7 @@ from rocm_hwq_autoset import _environ
 from rocm_hwq_autoset._environ import (
     CACHE,
     FORCE_VALUE,
+    LOCAL_RANKS,
     LOG,
     OFF_VALUES,
     ON_VALUES,
@@ -25,6 +26,7 @@ from rocm_hwq_autoset._environ import (
     QueuesSetting,
     cache_switch,
     hip_reads,
+    local_rank,
     log_level,
     positive_int,
     prints_for_node,
@@ -135,6 +137,38 @@ def test_log_level(value: str | None, level: str, bad: bool) -> None:
 def test_prints_for_node(rank: str | None, prints: bool) -> None:
     environ = {} if rank is None else {"LOCAL_RANK": rank}
     assert prints_for_node(environ) is prints
+
+
+#: Each launcher's local rank, as it names it (no LOCAL_RANK: no torchrun).
+LAUNCHERS = {
+    "srun": "SLURM_LOCALID", "mpirun (Open MPI)": "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MVAPICH2": "MV2_COMM_WORLD_LOCAL_RANK", "hydra (MPICH, Intel MPI)":
+    "MPI_LOCALRANKID", "flux run": "FLUX_TASK_LOCAL_ID",
+    "PALS mpiexec": "PALS_LOCAL_RANKID", "jsrun (LSF)": "JSM_NAMESPACE_LOCAL_RANK",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_ranks_a_launcher_started_print_once_per_node(launcher: str) -> None:
+    """Was: 4 ranks started by srun (SLURM_LOCALID 0-3, no LOCAL_RANK) or by
+    mpirun printed 4 lines; the README says one per node."""
+    name = LAUNCHERS[launcher]
+    printed = [prints_for_node({name: str(rank), "RANK": str(rank + 4)})
+               for rank in range(4)]  # fmt: skip
+    assert printed == [True, False, False, False]
+    assert local_rank({name: "2"}) == (name, "2")
+
+
+def test_local_rank_is_torchruns_first_then_the_launchers_in_order() -> None:
+    """torchrun under srun: its workers' LOCAL_RANK, not the SLURM_LOCALID
+    they all inherit from the one srun task that started torchrun."""
+    assert local_rank({"SLURM_LOCALID": "0", "LOCAL_RANK": "3"}) == ("LOCAL_RANK", "3")
+    assert not prints_for_node({"SLURM_LOCALID": "0", "LOCAL_RANK": "3"})
+    everything = {name: str(i + 1) for i, name in enumerate(LOCAL_RANKS)}
+    for name in LOCAL_RANKS:
+        assert local_rank(everything) == (name, everything[name])
+        del everything[name]
+    assert local_rank({}) is None and prints_for_node({"RANK": "5"})
 
 
 @pytest.mark.parametrize(

@@ -4,16 +4,19 @@ other and with the launch the hook finds (``_argv.find_launch``)."""
 
 from __future__ import annotations
 
+import importlib.abc
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocm_hwq_autoset._argv import find_launch
 
-from ..helpers import child_env
+from ..helpers import MUTATION, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PTH_LINE = (ROOT / "rocm_hwq_autoset.pth").read_text()
@@ -176,9 +179,11 @@ def test_pth_is_one_import_line() -> None:
 def test_entry_module_imports_only_os_and_sys(module: str) -> None:
     """The gate beside the package, which every process whose arguments pass
     the filter imports (every process on 3.15+), and the package's own
-    ``__init__`` import nothing else."""
+    ``__init__`` import nothing else. (In a mutation run every mutated module
+    imports mutmut's trampoline: that is imported first, as not ours.)"""
+    mutmut = "import mutmut.mutation.trampoline; " if MUTATION[0] in os.environ else ""
     code = (
-        f"import os, sys; before = set(sys.modules); import {module}; "
+        f"import os, sys; {mutmut}before = set(sys.modules); import {module}; "
         "print(sorted(set(sys.modules) - before))"
     )
     out = subprocess.run(
@@ -242,3 +247,254 @@ def test_the_public_names_and_a_typo() -> None:
     assert str(caught.value) == (
         "module 'rocm_hwq_autoset' has no attribute 'recomend'"
     )
+
+
+# Python 3.9: no sys.orig_argv, and sys.argv of ``python -m M`` is ["-m", ...].
+
+
+def write_cmdline(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+LINE_OF_M = b"python\0-m\0torchtitan.train\0--module\0llama3\0"
+
+
+@pytest.mark.parametrize(
+    ("data", "argv", "learned"),
+    [
+        (LINE_OF_M, ["-m", "--module", "llama3"],
+         ["python", "-m", "torchtitan.train", "--module", "llama3"]),
+        (b"/v/bin/python3.9\0-Im\0torchtitan.train\0\0", ["-m", ""],
+         ["/v/bin/python3.9", "-Im", "torchtitan.train", ""]),
+        (b"python\0-m\0t\xffx\0a\0", ["-m", "a"], ["python", "-m", "t\udcffx", "a"]),
+        # Not this process's arguments (changed, or another process's line).
+        (LINE_OF_M, ["-m", "--module", "llama4"], None),
+        (b"--module\0llama3\0", ["-m", "--module", "llama3"], None),
+        (LINE_OF_M[:-1], ["-m", "--module", "llama3"], None),  # cut short
+        (b"", ["-m"], None),
+    ],
+)  # fmt: skip
+def test_the_command_line_where_python_has_no_orig_argv(
+    data: bytes, argv: list[str], learned: list[str] | None,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    assert gate.command_line(argv) == learned
+
+
+def test_the_command_line_is_read_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", LINE_OF_M))
+    argv = ["-m", "--module", "llama3"]
+    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M))
+    assert gate.command_line(argv) is not None
+    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M) - 1)
+    assert gate.command_line(argv) is None  # longer than the bound: not read
+    monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
+    assert gate.command_line(argv) is None  # no /proc
+
+
+def test_the_real_command_line() -> None:
+    """This process's own, as /proc gives it: sys.orig_argv where there is one."""
+    import _rocm_hwq_autoset_gate as gate
+
+    learned = gate.command_line(sys.argv)
+    assert learned is not None
+    if hasattr(sys, "orig_argv"):
+        assert learned == sys.orig_argv
+
+
+@pytest.mark.parametrize(
+    ("words", "opens"),
+    [
+        (["python", "-m", "torchtitan.train"], True),
+        (["python3.9", "-u", "-m", "torchtitan.train"], True),
+        (["python", "-m", "mypy"], False),  # --module of another program
+    ],
+)
+def test_python_m_on_python_3_9_opens_the_gate_by_its_command_line(
+    words: list[str], opens: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: ``python3.9 -m torchtitan.train --module M`` was turned away: its
+    sys.argv holds only the arguments, and 3.9 has no sys.orig_argv."""
+    import _rocm_hwq_autoset_gate as gate
+
+    args = ["--module", "llama3", "--config", "c"]
+    data = b"".join(w.encode() + b"\0" for w in [*words, *args])
+    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    monkeypatch.setattr(sys, "argv", ["-m", *args])
+    monkeypatch.delattr(sys, "orig_argv", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    assert gate.may_be_launch() is opens
+    # Given its arguments, the gate reads no process's command line.
+    assert gate.may_be_launch(["-m", *args], {}) is False
+
+
+@pytest.mark.parametrize(
+    "argv", [["-m", "x"], ["-m", "--job.config_file", "j"], ["-m", "--modules"]]
+)
+def test_the_command_line_is_read_only_for_a_module_flag(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle path (and a TOML launch, which any program makes) never reads it."""
+    import _rocm_hwq_autoset_gate as gate
+
+    def never(argv: object) -> None:
+        raise AssertionError("read /proc/self/cmdline")
+
+    monkeypatch.setattr(gate, "command_line", never)
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.delattr(sys, "orig_argv", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    assert gate.may_be_launch() is ("--job.config_file" in argv)
+
+
+# The package's files gone (an editable install whose checkout lost them): the
+# gate module beside it survives, and says so.
+
+
+class _Dist:
+    """A distribution whose ``direct_url.json`` is ``recorded``."""
+
+    def __init__(self, recorded: str | None) -> None:
+        self.recorded = recorded
+
+    def read_text(self, name: str) -> str | None:
+        assert name == "direct_url.json"
+        return self.recorded
+
+
+@pytest.mark.parametrize(
+    ("recorded", "how", "command"),
+    [
+        ('{"url": "file:///src/my%20co", "dir_info": {"editable": true}}',
+         " (an editable install of /src/my co)", "-m pip install -e '/src/my co'"),
+        ('{"url": "file:///src/co", "dir_info": {}}', " (installed from /src/co)",
+         "-m pip install --force-reinstall --no-deps /src/co"),
+        ('{"url": "file:///w/r-0.3.0-py3-none-any.whl", "archive_info": {}}',
+         " (installed from /w/r-0.3.0-py3-none-any.whl)",
+         "-m pip install --force-reinstall --no-deps /w/r-0.3.0-py3-none-any.whl"),
+        ('{"url": "https://h/r.git", "vcs_info": {"vcs": "git", "commit_id": "ab"}}',
+         " (installed from git+https://h/r.git@ab)",
+         "-m pip install --force-reinstall --no-deps git+https://h/r.git@ab"),
+        (None, "", "-m pip install --force-reinstall --no-deps rocm-hwq-autoset"),
+    ],
+)  # fmt: skip
+def test_reinstall_as_it_was_installed(
+    recorded: str | None, how: str, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the distribution's PEP 610 record: an editable install again from
+    its checkout, anything else from the same source (the index: by name)."""
+    from importlib import metadata
+
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: _Dist(recorded))
+    monkeypatch.setattr(sys, "executable", "/venv/bin/python")
+    assert gate.reinstall() == (how, f"/venv/bin/python {command}")
+
+    def none(name: str) -> object:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", none)
+    assert gate.reinstall() == (
+        " (no installed distribution)",
+        "/venv/bin/python -m pip install CHECKOUT (or a wheel)",
+    )
+
+
+UNIMPORTABLE = (
+    "the package cannot be imported (ModuleNotFoundError: No module named"
+    " 'rocm_hwq_autoset'): its files are missing (an editable install of /co);"
+    " reinstall: /venv/bin/python -m pip install -e /co"
+)
+
+
+@pytest.fixture
+def package_gone(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The package cannot be imported; the gate module can."""
+    import _rocm_hwq_autoset_gate as gate
+
+    class Gone(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, *args: object) -> None:
+            if name.split(".")[0] == "rocm_hwq_autoset":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "rocm_hwq_autoset"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Gone(), *sys.meta_path])
+    monkeypatch.setattr(gate, "reinstall",
+                        lambda: (" (an editable install of /co)",
+                                 "/venv/bin/python -m pip install -e /co"))  # fmt: skip
+    monkeypatch.setattr(gate, "_said", [])
+    return gate
+
+
+@pytest.mark.parametrize(
+    ("args", "stdout"),
+    [
+        (["doctor"], ""),
+        (["explain", "--json", "--job.config_file", "j"],
+         json.dumps({"error": UNIMPORTABLE}) + "\n"),
+        (["explain", "--export", "--job.config_file", "j"], "false\n"),
+        (["explain", "--", "--json"], ""),
+    ],
+)  # fmt: skip
+def test_the_console_script_without_the_package_says_what_is_missing(
+    args: list[str], stdout: str, package_gone: Any,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: a ModuleNotFoundError traceback. One line, exit 2, and stdout's
+    answer to a failure as the command line gives it."""
+    monkeypatch.setattr(sys, "argv", ["rocm-hwq-autoset", *args])
+    assert package_gone.main() == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (stdout, f"rocm-hwq-autoset: error: {UNIMPORTABLE}\n")
+
+
+@pytest.mark.parametrize("level", ["verbose", " Verbose ", "", "quiet"])
+def test_a_launch_without_the_package_says_it_in_verbose_mode_only(
+    level: str, package_gone: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: nothing even in verbose mode. Once however often site calls it."""
+    monkeypatch.setattr(sys, "argv", ["train.py", "--job.config_file", "j.toml"])
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", level)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
+    package_gone.start()
+    package_gone.start()
+    said = capsys.readouterr()
+    assert said.out == ""
+    if level.strip().lower() == "verbose":
+        assert said.err == (
+            f"rocm-hwq-autoset: warning: {UNIMPORTABLE}; GPU_MAX_HW_QUEUES left unset\n"
+        )
+    else:
+        assert said.err == ""
+
+
+def test_the_console_script_runs_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import _rocm_hwq_autoset_gate as gate
+    from rocm_hwq_autoset import __version__
+
+    monkeypatch.setattr(sys, "argv", ["rocm-hwq-autoset", "--version"])
+    with pytest.raises(SystemExit) as stop:
+        gate.main()
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"rocm-hwq-autoset {__version__}\n"
+
+
+def test_the_console_script_is_the_gate_modules() -> None:
+    """It must survive the package: it lives beside it."""
+    from rocm_hwq_autoset._config import parse_toml
+
+    project = parse_toml((ROOT / "pyproject.toml").read_bytes())["project"]
+    assert project["scripts"] == {"rocm-hwq-autoset": "_rocm_hwq_autoset_gate:main"}

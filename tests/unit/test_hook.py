@@ -38,6 +38,11 @@ def _detect(path: list[str]) -> tuple[bool, str]:
         ({"LOCAL_RANK": "3"}, False),
         ({"LOCAL_RANK": "3", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
         ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, False),
+        # Ranks srun or mpirun started (no torchrun, so no LOCAL_RANK).
+        ({"SLURM_LOCALID": "0", "SLURM_PROCID": "4"}, True),
+        ({"SLURM_LOCALID": "3", "SLURM_PROCID": "7"}, False),
+        ({"OMPI_COMM_WORLD_LOCAL_RANK": "1"}, False),
+        ({"MPI_LOCALRANKID": "2", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, True),
     ],
 )
 def test_once_per_node(
@@ -268,19 +273,32 @@ def test_a_call_from_inside_the_decision_returns_at_once(
     assert capsys.readouterr().err == LINE
 
 
+def write_cmdline(path: Path, words: list[str]) -> str:
+    """A ``/proc/self/cmdline`` of these words: each ended by a NUL."""
+    path.write_bytes(b"".join(os.fsencode(w) + b"\0" for w in words))
+    return str(path)
+
+
 @pytest.mark.forked
+@pytest.mark.parametrize("learned", ["sys.orig_argv", "/proc/self/cmdline"])
 def test_python_m_torchtitan_train_starts_the_module_evaluation(
     hook_process: dict[str, Any], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, learned: str,
 ) -> None:  # fmt: skip
     """``python -m torchtitan.train --module M --config C``: sys.argv[0] is
-    "-m", the module is in sys.orig_argv; the launch goes to the evaluation."""
+    "-m", the module is in sys.orig_argv (3.10+), or, where Python has none
+    (3.9), in the process's command line; the launch goes to the evaluation."""
     from rocm_hwq_autoset import _evaluation
 
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "force")
     monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
-    monkeypatch.setattr(sys, "orig_argv",
-                        ["python", "-m", "torchtitan.train", *MODULE_ARGS])  # fmt: skip
+    line = ["python", "-m", "torchtitan.train", *MODULE_ARGS]
+    if learned == "sys.orig_argv":
+        monkeypatch.setattr(sys, "orig_argv", line, raising=False)
+    else:
+        monkeypatch.delattr(sys, "orig_argv", raising=False)
+        cmdline = write_cmdline(tmp_path / "cmdline", line)
+        monkeypatch.setattr(gate, "PROC_CMDLINE", cmdline)
     started: list[tuple[Any, Any]] = []
     monkeypatch.setattr(
         _evaluation, "start", lambda p, apply: started.append((p, apply))

@@ -35,10 +35,11 @@ LAYERS = {
     "_evaluation.__init__": 6,
     # the start-up hook (through the wing's door), the package's face
     "_hook": 7, "__init__": 8,
-    # the command line: shared, commands, dispatcher
-    "_cli._common": 9, "_cli.term": 9,
-    "_cli.explain": 10, "_cli.doctor": 10, "_cli.verify": 10,
-    "_cli.__init__": 11, "__main__": 12,
+    # the command line: terminal output and its streams, shared, commands,
+    # dispatcher
+    "_cli.term": 9, "_cli._common": 10,
+    "_cli.explain": 11, "_cli.doctor": 11, "_cli.verify": 11,
+    "_cli.__init__": 12, "__main__": 13,
 }  # fmt: skip
 
 
