@@ -375,7 +375,7 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_traces",
-        "count_streams",
+        "read_trace",
         "traced = worked = False",
         "traced = worked = None",
         "Both are only tested for truth (`worked or work`, `if not"

@@ -20,8 +20,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rocm_hwq_autoset"
 LAYERS = {
     # reading inputs: nothing of the package below
     "_config": 0, "_environ": 0,
-    # the command line, the model, profiler traces, ROCm detection
-    "_argv": 1, "_model": 1, "_traces": 1, "_rocm": 1,
+    # the command line, the model, profiler traces, HIP's queue pools, ROCm
+    # detection
+    "_argv": 1, "_model": 1, "_traces": 1, "_pools": 1, "_rocm": 1,
     # the --module wing's ground floor: what an evaluation read, its result as
     # text (the child's answer, a cache entry, the workers' inputs)
     "_evaluation.__init__": 2, "_evaluation.deps": 2,
