@@ -125,7 +125,9 @@ def misplaced_trace(training: list[str], traces: list[str]) -> str | None:
             flag, values = arg.partition("=")[0], int("=" in arg)
             continue
         values += 1
-        if not arg.lower().endswith(TRACE_SUFFIXES) or (values == 1 and traces):
+        if not arg.lower().endswith(TRACE_SUFFIXES) or (
+            values == 1 and traces and flag
+        ):
             continue
         if not flag:  # only "--" puts a bare argument among them
             return (

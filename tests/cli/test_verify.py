@@ -541,10 +541,14 @@ def test_a_json_file_as_a_flags_only_value_is_a_value(
     )
 
 
+@pytest.mark.parametrize("traces", [[], ["t.json"]])
 def test_a_trace_after_the_double_dash_is_named(
-    capsys: pytest.CaptureFixture[str],
+    traces: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert refused(capsys, "--", "five.json", "--job.config_file", "job.toml") == (
+    """Before any flag, nothing after ``--`` is a flag's value: a trace there
+    is named, a TRACE given or not."""
+    args = [*traces, "--", "five.json", "--job.config_file", "job.toml"]
+    assert refused(capsys, *args) == (
         "'five.json' comes after '--', where everything is a training argument:"
         " put every TRACE before the training arguments"
     )
