@@ -170,7 +170,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     if not read:  # nothing to report but what is wrong
         for error in errors[:-1]:
             fail(error)
-        return fail(errors[-1] if len(errors) == 1 else "; ".join(errors), json_out)
+        return fail("; ".join(errors), json_out)
     if opts.json:
         doc = {"queues": queues, "queues_source": source, "ok": status == 0,
                "traces": reports}  # fmt: skip
@@ -183,7 +183,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"Q = {queues}, from {source}\n")
     if note is not None:
         out.write(f"note: {note}\n")
-    said = None  # the pool rule last said: said again only when it changes
+    # The pool rule last said: said again when it changes.
+    said: dict[str, Any] = {}
     for r in reports:
         if "error" in r:
             out.write(f"{paint('unread', 'red', out)}  {r['error']}\n")
@@ -200,7 +201,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         # Sure where every verdict of a trace is short, not only the shared one.
         sure = [r for r in short if not any(v["ok"] for v in r["verdicts"])]
         needed = max(v["needed"] for r in sure or short for v in r["verdicts"])
-        out.write(advice(needed, queues, bool(sure)) + "\n")
+        out.write(advice(needed, bool(sure)) + "\n")
     for error in errors:
         fail(error)
     return status
@@ -243,28 +244,26 @@ def verdict(
 def verdict_lines(report: dict[str, Any], out: TextIO) -> list[str]:
     """A trace's verdicts as lines: one per rule, tagged with it where there
     are two, one for both where they are the same (no priorities in it)."""
-    verdicts = report["verdicts"]
-    tags = [""]
-    if len(verdicts) == len(RULES):
-        if verdicts[0]["devices"] == verdicts[1]["devices"]:
-            verdicts = verdicts[:1]
-            tags = [f" {ALIKE}"]
-        else:
-            tags = [f" ({v['pools']} pools)" for v in verdicts]
-    lines = []
-    for v, tag in zip(verdicts, tags):
-        mark = paint("ok", "green", out) if v["ok"] else paint("short", "red", out)
-        listed = ", ".join(f"{d}: {n}" for d, n in v["devices"].items())
-        plural = "" if v["streams"] == 1 else "s"
-        lines.append(
-            f"{mark}  {report['path']}{tag}: at most {v['streams']} GPU"
-            f" stream{plural} per device ({listed}): needs Q >= {v['needed']}"
-            f" (PR #4032's rounding, at least 2 lanes: {v['power_of_two']})"
-        )
-    return lines
+    path, verdicts = report["path"], report["verdicts"]
+    if len(verdicts) == 1:
+        return [_line(path, verdicts[0], out)]
+    if verdicts[0]["devices"] == verdicts[1]["devices"]:
+        return [_line(f"{path} {ALIKE}", verdicts[0], out)]
+    return [_line(f"{path} ({v['pools']} pools)", v, out) for v in verdicts]
 
 
-def advice(needed: int, queues: int, sure: bool) -> str:
+def _line(named: str, v: dict[str, Any], out: TextIO) -> str:
+    mark = paint("ok", "green", out) if v["ok"] else paint("short", "red", out)
+    listed = ", ".join(f"{d}: {n}" for d, n in v["devices"].items())
+    plural = "" if v["streams"] == 1 else "s"
+    return (
+        f"{mark}  {named}: at most {v['streams']} GPU stream{plural} per device"
+        f" ({listed}): needs Q >= {v['needed']} (PR #4032's rounding, at least 2"
+        f" lanes: {v['power_of_two']})"
+    )
+
+
+def advice(needed: int, sure: bool) -> str:
     """What to do when a device ran more streams than Q; not ``sure`` where
     only the shared pools' verdict says so."""
     said = (

@@ -537,7 +537,7 @@ def test_a_json_file_as_a_flags_only_value_is_a_value(
         "'b.json' was read as a value of --model.tokenizer_path"
     )
     assert refused(capsys, t, *args[:2], "--a.b=x.json", "b.json").startswith(
-        "'b.json' was read as a value of --a.b"
+        "'b.json' was read as a value of --a.b, a training argument"
     )
 
 
@@ -570,11 +570,13 @@ def test_more_than_eight_streams_names_the_cost_of_q16(
         " the extra streams before raising GPU_MAX_HW_QUEUES past 8, and measure"
         " if you do"
     )
-    six = write_trace(tmp_path / "6.json", trace([kernel(0, s) for s in range(6)]))
-    code, out, _ = verify(capsys, six)
-    assert code == 1 and out.splitlines()[-1].endswith(
-        "; GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-    )
+    for streams in (6, 8):  # up to the model's largest Q, the Q that fits
+        many = write_trace(tmp_path / f"{streams}.json",
+                           trace([kernel(0, s) for s in range(streams)]))  # fmt: skip
+        code, out, _ = verify(capsys, many)
+        assert code == 1 and out.splitlines()[-1].endswith(
+            "; GPU_MAX_HW_QUEUES=8 fits them; or check the config"
+        )
 
 
 def without_args(event: dict[str, Any]) -> dict[str, Any]:
@@ -692,16 +694,18 @@ def test_the_report_in_full_on_a_terminal(tmp_path: Path) -> None:
               kernel(2, 8, priority=-1),
               kernel(2, 9, priority=-1)]  # fmt: skip
     wide = write_trace(tmp_path / "wide.json", trace(events))
+    missing = str(tmp_path / "missing.json")
     out = _Tty()
-    opts = argparse.Namespace(traces=[one, wide], queues=1, training=[], json=False,
-                              pools="separate")  # fmt: skip
-    assert _verify.run(opts, out) == 1
+    opts = argparse.Namespace(traces=[one, missing, wide], queues=1, training=[],
+                              json=False, pools="separate")  # fmt: skip
+    assert _verify.run(opts, out) == 2
     assert out.getvalue() == (
         "Q = 1, from --queues\n"
         "pools: separate, as --pools says: each stream priority of a device has"
         " its own Q queues\n"
         f"\033[32mok\033[0m  {one}: at most 1 GPU stream per device (device 0: 1):"
         " needs Q >= 1 (PR #4032's rounding, at least 2 lanes: 2)\n"
+        f"\033[31munread\033[0m  {missing}: No such file or directory\n"
         f"\033[31mshort\033[0m  {wide}: at most 2 GPU streams per device (device 2:"
         " 1, device 2 priority -1: 2, device 2 priority 0: 1, device 10: 2, device"
         " gpu_a: 1, device gpu_b: 1): needs Q >= 2 (PR #4032's rounding, at least"
@@ -1120,3 +1124,46 @@ def test_the_advice_follows_the_sure_verdicts(
         " a device ran more streams than Q, so some shared a hardware queue; 12"
         " streams are more than PR #4032's model ever counts"
     )
+
+
+def test_in_json_a_misplaced_trace_and_traces_not_read_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` answers ``{"error": ...}`` for a trace among the training
+    arguments, and, where no trace could be read, for all of them in one,
+    each also on its own line on stderr."""
+    code, out, err = verify(capsys, "--json", "--job.config_file", "job.toml", "t.json")
+    assert code == 2 and json.loads(out) == {"error": err[len(PREFIX) : -1]}
+    assert err.startswith(f"{PREFIX}'t.json' was read as a value of --job.config_file")
+    missing = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    said = [f"{m}: No such file or directory" for m in missing]
+    code, out, err = verify(capsys, "--json", *missing)
+    assert code == 2 and json.loads(out) == {"error": "; ".join(said)}
+    assert err == f"{PREFIX}{said[0]}\n{PREFIX}{'; '.join(said)}\n"
+    code, out, err = verify(capsys, "--json", missing[0])
+    assert (code, json.loads(out), err) == (
+        2,
+        {"error": said[0]},
+        f"{PREFIX}{said[0]}\n",
+    )
+
+
+def test_no_note_without_training_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An explicit ``GPU_MAX_HW_QUEUES`` and no training arguments to hold it
+    against: nothing to note, in the text or in the JSON."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
+    path = write_trace(tmp_path / "t.json", trace([kernel(0, 1)]))
+    code, lines = lines_of(capsys, path)
+    assert code == 0 and len(lines) == 3 and lines[1].startswith("pools: ")
+    code, out, _ = verify(capsys, "--json", path)
+    assert code == 0 and "note" not in json.loads(out)
+
+
+def test_the_events_alone_of_a_trace_naming_its_hip(tmp_path: Path) -> None:
+    """``events`` without a place to keep the version reads past it."""
+    doc = {"hip_runtime_version": 70253211, "traceEvents": [kernel(0, 1)]}
+    path = write_trace(tmp_path / "t.json", doc)
+    with open(path, "rb") as raw:
+        assert list(_traces.events(raw)) == [kernel(0, 1)]
