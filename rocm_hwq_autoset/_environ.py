@@ -29,6 +29,12 @@ NAME = "rocm-hwq-autoset"
 QUEUES = "GPU_MAX_HW_QUEUES"
 #: CLR's default when the flag is unset (``release(uint, GPU_MAX_HW_QUEUES, 4, ...)``).
 HIP_DEFAULT_QUEUES = 4
+#: HIP's bool flag (``release(bool, DEBUG_HIP_IGNORE_STREAM_PRIORITY, ...)``):
+#: true puts the streams of every priority in the normal pool, so a device has
+#: one pool of Q queues. Its default became true with ROCm/rocm-systems#8485
+#: (merged 2026-07-13); a HIP older than the flag ignores it. Read by ``verify``
+#: only, to judge a trace by the pools the job's HIP had (``_pools.choose``).
+IGNORE_PRIORITY = "DEBUG_HIP_IGNORE_STREAM_PRIORITY"
 
 # The switch.
 
@@ -219,6 +225,53 @@ def hip_reads(text: str) -> "int | None":
         j += 1
     value = sign * int(text[i:j]) if j > i else 0
     return value if -_INT_MAX - 1 <= value <= _INT_MAX else None
+
+
+#: What C's ``atoi`` skips before a number (``isspace`` in the C locale).
+_C_BLANKS = " \t\n\v\f\r"
+
+
+def hip_reads_flag(text: str) -> "bool | None":
+    """A set bool flag as HIP reads it: ROCclr's ``Flag::setValue`` takes
+    ``strcmp(value, "true") == 0 || atoi(value) != 0`` (``rocclr/utils/flags.cpp``):
+    exactly ``true``, or a number ``atoi`` reads as nonzero (``1``, `` 2``,
+    ``-1``, ``1abc``); anything else is false (``false``, ``yes``, ``TRUE``,
+    `` true``, an empty value, which ``Flag::init`` stores as ``" "``). None
+    where ``atoi`` is undefined (beyond C's ``int``)."""
+    if text == "true":
+        return True
+    value = hip_reads(text)
+    return None if value is None else value != 0
+
+
+def _plain_flag(text: str) -> bool:
+    """Whether HIP reads ``text`` as it reads to anyone: ``true``, ``false`` or
+    a whole number (blanks around it allowed)."""
+    word = text.strip(_C_BLANKS)
+    digits = word[1:] if word[:1] in ("+", "-") else word
+    return text == "true" or word == "false" or (digits.isdigit() and digits.isascii())
+
+
+def ignore_priority(environ: "Mapping[str, str]") -> "tuple[bool | None, str | None]":
+    """``DEBUG_HIP_IGNORE_STREAM_PRIORITY`` as HIP reads it (None where unset,
+    or where what HIP reads is undefined), and the problem with a value that
+    HIP reads otherwise than it reads (``yes``, ``TRUE``, empty: false), or not
+    at all: a warning naming the variable, without what the caller does."""
+    text = environ.get(IGNORE_PRIORITY)
+    if text is None:
+        return None, None
+    value = hip_reads_flag(text)
+    if value is None:
+        return None, (
+            f"{IGNORE_PRIORITY}={text!r} is a number beyond C's int: what HIP"
+            " reads there is undefined"
+        )
+    if _plain_flag(text):
+        return value, None
+    return value, (
+        f"{IGNORE_PRIORITY}={text!r}: HIP reads {'true' if value else 'false'}:"
+        ' it takes "true" or a number, nonzero as true, and anything else as false'
+    )
 
 
 def marker(environ: "Mapping[str, str]") -> "tuple[str, str] | None":

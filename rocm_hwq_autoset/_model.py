@@ -179,6 +179,13 @@ FACT_KEYS = {
 }
 
 
+#: The fewest lanes the model counts (compute, all_reduce: every config's),
+#: and its largest Q (every lane a config can turn on at once: 7).
+#: tests/unit/test_model.py holds both to the lane table.
+MIN_LANES = 2
+MAX_QUEUES = 8
+
+
 def queues_for(n_lanes: int) -> int:
     """The next power of two at or above ``n_lanes`` (the PR's rounding; HIP
     itself needs only ``Q >= n_lanes``)."""

@@ -11,6 +11,12 @@ Every real trace read so far (a CUDA A100, a ROCm 6.2 MI250, a sampled training
 rank) holds ``pid == args.device`` and ``tid == args.stream`` on every kernel,
 memcpy and memset. ``args`` may be absent (a trimmed or converted trace, a
 writer that omits it): then ``pid`` and ``tid`` say the device and the stream.
+
+A stream's ``priority`` is kept, so that either of HIP's pool rules
+(``_pools``) can be applied after reading. Kineto writes one for CUDA kernels
+(``CudaMetadataFields.h``: ``priority``) and none on ROCm
+(``RocmMetadataFields.h`` has no such field). Of the top-level fields, only the
+HIP version is kept (:data:`HIP_VERSION_FIELD`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 
 class TraceError(ValueError):
@@ -34,6 +40,12 @@ CHUNK = 1 << 20
 MAX_VALUE_CHARS = 64 << 20
 #: Event categories of GPU work, as Kineto names them (CUDA and ROCm alike).
 GPU_WORK = ("kernel", "memcpy", "memset")
+#: The top-level field where Kineto names the run's HIP runtime: its
+#: ``HipVersionLogger`` (``libkineto/src/VersionLogger.cpp``) records
+#: ``hipRuntimeGetVersion``, which is ``HIP_VERSION``, and the trace writer puts
+#: each such record at the top level (``ChromeTraceLogger::metadataToJSON``).
+#: Older Kineto writes none: no real trace read so far has it.
+HIP_VERSION_FIELD = "hip_runtime_version"
 
 _WHITESPACE = " \t\r\n"
 _DECODER = json.JSONDecoder()
@@ -117,8 +129,9 @@ class _Window:
             return
 
 
-def events(raw: IO[bytes]) -> Iterator[Any]:
-    """The trace events of a Chrome-trace JSON document, object or array form."""
+def events(raw: IO[bytes], kept: dict[str, Any] | None = None) -> Iterator[Any]:
+    """The trace events of a Chrome-trace JSON document, object or array form;
+    the top-level :data:`HIP_VERSION_FIELD`, where there is one, into ``kept``."""
     window = _Window(raw)
     first = window.peek()
     if first == "[":
@@ -149,7 +162,9 @@ def events(raw: IO[bytes]) -> Iterator[Any]:
             found = True
             yield from window.array("traceEvents")
         else:
-            window.value()
+            value = window.value()
+            if key == HIP_VERSION_FIELD and kept is not None:
+                kept[key] = value
         if window.peek() == ",":
             window.pos += 1
         elif window.peek() != "}":
@@ -174,18 +189,34 @@ def open_trace(path: str) -> IO[bytes]:
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+class Trace(NamedTuple):
+    """What ``verify`` reads of a trace."""
+
+    pools: dict[tuple[Any, Any], set[Any]]
+    """The streams per ``(device, priority)`` (see :func:`count_streams`)."""
+    hip_version: Any
+    """The top-level :data:`HIP_VERSION_FIELD` as written, None where absent."""
+
+
 def count_streams(path: str) -> dict[tuple[Any, Any], set[Any]]:
     """The GPU streams that ran work (kernel, memcpy, memset) or that the trace
     names as ``stream N`` lanes, per pool: ``(device, priority)``, the priority
     None where the trace does not give one. ``TraceError`` says what the file
     is when it is no profiler trace, or one with no GPU activity."""
+    return read_trace(path).pools
+
+
+def read_trace(path: str) -> Trace:
+    """The trace's streams (:func:`count_streams`) and the HIP version it
+    names, in one pass; ``TraceError`` as :func:`count_streams`."""
     per_device: dict[Any, dict[Any, Any]] = {}
+    kept: dict[str, Any] = {}
     stream = open_trace(path)
     gzipped = isinstance(stream, gzip.GzipFile)
     traced = worked = False
     values = 0
     try:
-        for event in events(stream):
+        for event in events(stream, kept):
             values += 1
             if isinstance(event, dict) and "ph" in event:
                 traced = True
@@ -222,7 +253,7 @@ def count_streams(path: str) -> dict[tuple[Any, Any], set[Any]]:
     for device, streams in per_device.items():
         for lane, priority in streams.items():
             pools.setdefault((device, priority), set()).add(lane)
-    return pools
+    return Trace(pools, kept.get(HIP_VERSION_FIELD))
 
 
 def _what(problem: str, path: str, gzipped: bool) -> str:

@@ -292,6 +292,20 @@ TRACE_DEVICES = {"device 0": 3, "device 0 priority -1": 2, "device 1": 3,
                  "device 2": 1}  # fmt: skip
 #: The most streams of one pool: the Q the trace needs.
 TRACE_STREAMS = 3
+#: The streams of :func:`profiler_trace` per device, its priorities in one pool
+#: (HIP with ROCm/rocm-systems#8485), as ``_pools.pool_sizes`` gives them ...
+TRACE_SHARED = {(0, None): 5, (1, None): 3, (2, None): 1}
+#: ... as ``verify --json`` labels them ...
+TRACE_SHARED_DEVICES = {"device 0": 5, "device 1": 3, "device 2": 1}
+#: ... and the Q it needs.
+TRACE_SHARED_STREAMS = 5
+
+
+def sorted_by_time(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with its events in time order, as a tool that sorts a trace
+    writes it: the ``stream N`` names (``ts`` 0) before the kernels they name,
+    where Kineto writes them after."""
+    return {**doc, "traceEvents": sorted(doc["traceEvents"], key=lambda e: e["ts"])}
 
 
 def write_trace(

@@ -338,6 +338,31 @@ EQUIVALENT: list[Equivalent] = [
         " false as False.",
     ),
     Equivalent(
+        "_cli.verify",
+        "misplaced_trace",
+        'flag, values = "", 0',
+        'flag, values = "", 1',
+        "values is read only after a flag, which sets it; before any flag (only"
+        " after '--') a trace is named whatever it holds.",
+    ),
+    Equivalent(
+        "_cli.verify",
+        "run",
+        "said: dict[str, Any] = {}",
+        "said: dict[str, Any] = None",
+        "A report's pool_rule always has its rule, source and why: it equals"
+        " neither {} nor None, so the first rule is said either way.",
+    ),
+    Equivalent(
+        "_cli.verify",
+        "verdict_lines",
+        'return [_line(f"{path} {ALIKE}", verdicts[0], out)]',
+        'return [_line(f"{path} {ALIKE}", verdicts[1], out)]',
+        "Here the two verdicts have the same pools, so the same streams, Q and"
+        " verdict; they differ only in the rule's name, which this line does"
+        " not show.",
+    ),
+    Equivalent(
         "_traces",
         "_Window.__init__",
         'self.decoder = codecs.getincrementaldecoder("utf-8-sig")()',
@@ -377,7 +402,7 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_traces",
-        "count_streams",
+        "read_trace",
         "traced = worked = False",
         "traced = worked = None",
         "Both are only tested for truth (`worked or work`, `if not"

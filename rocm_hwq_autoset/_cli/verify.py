@@ -1,10 +1,13 @@
 """``verify``: hold Q against the GPU streams a profiler trace really used.
 
-HIP's rule (ROCm's clr, ``rocdevice.cpp``): each new stream of a priority gets
-its own hardware queue until ``GPU_MAX_HW_QUEUES`` exist, then it shares the
-least-used one. So a device fits when its streams of one priority number at most
-Q. Kineto traces record no priority for most streams; there all streams of a
-device count as one pool, which can only over-count.
+HIP's rule (ROCm's clr, ``rocdevice.cpp``): each new stream gets its own
+hardware queue until ``GPU_MAX_HW_QUEUES`` exist in its pool, then it shares the
+least-used one. So a device fits when the streams of each of its pools number at
+most Q. A pool is a device and a stream priority in every HIP before
+ROCm/rocm-systems#8485, the whole device with it (``_pools``: the rule, and how
+it is chosen for a trace). Where no rule can be chosen, each trace gets both
+verdicts, and the worse counts. Kineto traces record no priority for most
+streams; there all streams of a device count as one pool under either rule.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .._argv import is_option
 from .._config import ConfigError
 from .._environ import HIP_DEFAULT_QUEUES, QUEUES, QueuesSetting
-from .._model import queues_for
-from .._traces import TraceError, count_streams
+from .._model import MAX_QUEUES, MIN_LANES, queues_for
+from .._pools import BOTH, OPTION, RULES, PoolRule, choose, pool_sizes
+from .._traces import TraceError, read_trace
 from ._common import Option, Reading, add_options, fail, training_environ
 from .term import paint
 
@@ -27,8 +31,9 @@ if TYPE_CHECKING:
 HELP = (
     "Count the GPU streams per device in PyTorch profiler traces and check Q"
     " against them: HIP gives each new stream its own hardware queue until Q"
-    " exist, then shares one, so a device fits when its streams (of one"
-    " priority, where the trace shows priorities) number at most Q."
+    " exist in its pool, then shares one, so a device fits when each of its"
+    " pools has at most Q streams: one pool per stream priority (every HIP"
+    " before ROCm/rocm-systems#8485) or one per device (with it)."
 )
 EXAMPLE = """\
 example:
@@ -39,6 +44,13 @@ OPTIONS = (
            help="one JSON object on stdout"),
     Option("--queues", takes_value=True, type=int, metavar="N",
            help="the Q to check"),
+    Option(OPTION, takes_value=True, choices=RULES, dest="pools",
+           help="how the job's HIP pooled the hardware queues: separate (one"
+           " pool per stream priority: every HIP before ROCm/rocm-systems#8485)"
+           " or shared (one per device: with it, or with"
+           " DEBUG_HIP_IGNORE_STREAM_PRIORITY=1); default: that variable as HIP"
+           " reads it, else the HIP version the trace names, else both"
+           " verdicts"),
 )  # fmt: skip
 
 
@@ -47,15 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="*", metavar="TRACE")
 
 
-#: The fewest lanes PR #4032's model counts (compute, all_reduce).
-MODEL_MIN_LANES = 2
-#: The most lanes PR #4032's model counts, so its largest Q.
-MODEL_MAX_QUEUES = 8
 #: What PR #4032 measured for Q=16 against Q=8 (EP=2 2-node DeepSeek-V3,
 #: MI355X, ROCm 7.2, tok/s/GPU).
 Q16_COST = (
     "PR #4032 measured Q=16 at -13.6 % on torchtitan fec3e19 and -3.8 % on 1ac4653"
 )
+#: A trace's one verdict line where both rules give the same pools: where it
+#: has no stream priorities (a ROCm trace: Kineto writes none there).
+ALIKE = "(both rules alike: no stream priorities)"
 #: A training argument named like this is surely a trace given in the wrong place.
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".gz")
 
@@ -110,7 +121,9 @@ def misplaced_trace(training: list[str], traces: list[str]) -> str | None:
             flag, values = arg.partition("=")[0], int("=" in arg)
             continue
         values += 1
-        if not arg.lower().endswith(TRACE_SUFFIXES) or (values == 1 and traces):
+        if not arg.lower().endswith(TRACE_SUFFIXES) or (
+            values == 1 and traces and flag
+        ):
             continue
         if not flag:  # only "--" puts a bare argument among them
             return (
@@ -138,26 +151,13 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     errors: list[str] = []
     for path in opts.traces:
         try:
-            pools = count_streams(path)
+            trace = read_trace(path)
         except TraceError as exc:
             errors.append(f"{path}: {exc}")
             reports.append({"path": path, "error": errors[-1], "ok": False})
             continue
-        # One pool per device and priority; the widest decides.
-        devices = {_label(pool): len(streams)
-                   for pool, streams in sorted(pools.items(), key=_order)}  # fmt: skip
-        streams = max(devices.values())
-        reports.append({
-            "path": path,
-            "streams": streams,
-            "devices": devices,
-            "needed": streams,
-            # What the PR's rounding makes of it: the model always counts
-            # compute and all_reduce, so its Q is never below 2.
-            "power_of_two": queues_for(max(streams, MODEL_MIN_LANES)),
-            "queues": queues,
-            "ok": streams <= queues,
-        })  # fmt: skip
+        rule = choose(opts.pools, os.environ, trace.hip_version)
+        reports.append(judge(path, trace.pools, rule, queues))
     read = [r for r in reports if "error" not in r]
     # The worst verdict: a trace not read (2), one short (1), all fitting (0).
     status = 2 if errors else 0 if all(r["ok"] for r in read) else 1
@@ -177,35 +177,102 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"Q = {queues}, from {source}\n")
     if note is not None:
         out.write(f"note: {note}\n")
+    # The pool rule last said: said again when it changes.
+    said: dict[str, Any] = {}
     for r in reports:
         if "error" in r:
             out.write(f"{paint('unread', 'red', out)}  {r['error']}\n")
             continue
-        verdict = paint("ok", "green", out) if r["ok"] else paint("short", "red", out)
-        listed = ", ".join(f"{d}: {n}" for d, n in r["devices"].items())
-        plural = "" if r["streams"] == 1 else "s"
-        out.write(
-            f"{verdict}  {r['path']}: at most {r['streams']} GPU stream{plural}"
-            f" per device ({listed}): needs Q >= {r['needed']} (PR #4032's"
-            f" rounding, at least 2 lanes: {r['power_of_two']})\n"
-        )
+        if r["pool_rule"] != said:
+            said = r["pool_rule"]
+            for warning in said.get("warnings", ()):
+                out.write(f"warning: {warning}\n")
+            out.write(f"pools: {said['why']}\n")
+        for line in verdict_lines(r, out):
+            out.write(line + "\n")
     short = [r for r in read if not r["ok"]]
     if short:
-        out.write(advice(max(r["needed"] for r in short), queues) + "\n")
+        # Sure where every verdict of a trace is short, not only the shared one.
+        sure = [r for r in short if not any(v["ok"] for v in r["verdicts"])]
+        needed = max(v["needed"] for r in sure or short for v in r["verdicts"])
+        out.write(advice(needed, bool(sure)) + "\n")
     for error in errors:
         fail(error)
     return status
 
 
-def advice(needed: int, queues: int) -> str:
-    """What to do when a device ran more streams than Q."""
-    said = "short: a device ran more streams than Q, so some shared a hardware queue;"
-    if needed <= MODEL_MAX_QUEUES:
-        fitting = queues_for(max(needed, MODEL_MIN_LANES))
+def judge(
+    path: str, pools: dict[tuple[Any, Any], set[Any]], rule: PoolRule, queues: int
+) -> dict[str, Any]:
+    """A trace's report: the pool rule, each verdict it calls for (both rules,
+    separate first, where it is :data:`BOTH`), and whether all fit."""
+    verdicts = [verdict(pools, r, queues)
+                for r in (RULES if rule.rule == BOTH else (rule.rule,))]  # fmt: skip
+    said: dict[str, Any] = {"rule": rule.rule, "source": rule.source, "why": rule.why}
+    if rule.warnings:
+        said["warnings"] = list(rule.warnings)
+    return {"path": path, "queues": queues, "pool_rule": said, "verdicts": verdicts,
+            "ok": all(v["ok"] for v in verdicts)}  # fmt: skip
+
+
+def verdict(
+    pools: dict[tuple[Any, Any], set[Any]], rule: str, queues: int
+) -> dict[str, Any]:
+    """The verdict of one pool rule: the streams of each pool, the widest, and
+    whether it fits Q."""
+    sizes = pool_sizes(pools, rule)
+    devices = {_label(pool): n for pool, n in sorted(sizes.items(), key=_order)}
+    streams = max(devices.values())
+    return {
+        "pools": rule,
+        "devices": devices,
+        "streams": streams,
+        "needed": streams,
+        # What the PR's rounding makes of it: the model always counts
+        # compute and all_reduce, so its Q is never below 2.
+        "power_of_two": queues_for(max(streams, MIN_LANES)),
+        "ok": streams <= queues,
+    }
+
+
+def verdict_lines(report: dict[str, Any], out: TextIO) -> list[str]:
+    """A trace's verdicts as lines: one per rule, tagged with it where there
+    are two, one for both where they are the same (no priorities in it)."""
+    path, verdicts = report["path"], report["verdicts"]
+    if len(verdicts) == 1:
+        return [_line(path, verdicts[0], out)]
+    if verdicts[0]["devices"] == verdicts[1]["devices"]:
+        return [_line(f"{path} {ALIKE}", verdicts[0], out)]
+    return [_line(f"{path} ({v['pools']} pools)", v, out) for v in verdicts]
+
+
+def _line(named: str, v: dict[str, Any], out: TextIO) -> str:
+    mark = paint("ok", "green", out) if v["ok"] else paint("short", "red", out)
+    listed = ", ".join(f"{d}: {n}" for d, n in v["devices"].items())
+    plural = "" if v["streams"] == 1 else "s"
+    return (
+        f"{mark}  {named}: at most {v['streams']} GPU stream{plural} per device"
+        f" ({listed}): needs Q >= {v['needed']} (PR #4032's rounding, at least 2"
+        f" lanes: {v['power_of_two']})"
+    )
+
+
+def advice(needed: int, sure: bool) -> str:
+    """What to do when a device ran more streams than Q; not ``sure`` where
+    only the shared pools' verdict says so."""
+    said = (
+        "short: a device ran more streams than Q, so some shared a hardware queue;"
+        if sure
+        else "short under shared pools only: if the job's HIP had one pool per"
+        " device, a device ran more streams than Q, so some shared a hardware"
+        " queue;"
+    )
+    if needed <= MAX_QUEUES:
+        fitting = queues_for(max(needed, MIN_LANES))
         return f"{said} {QUEUES}={fitting} fits them; or check the config"
     return (
         f"{said} {needed} streams are more than PR #4032's model ever counts"
-        f" (at most {MODEL_MAX_QUEUES}), and more queues are not free: {Q16_COST}"
+        f" (at most {MAX_QUEUES}), and more queues are not free: {Q16_COST}"
         f" against Q=8. Find what starts the extra streams before raising {QUEUES}"
         " past 8, and measure if you do"
     )

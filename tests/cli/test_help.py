@@ -60,15 +60,22 @@ HELP = {
         ["example:", *DOCTOR],
     ),
     "verify": (
-        "usage: rocm-hwq-autoset verify [-h] [--json] [--queues N] [TRACE ...]",
+        "usage: rocm-hwq-autoset verify [-h] [--json] [--queues N]"
+        " [--pools {separate,shared}] [TRACE ...]",
         [
             "Count the GPU streams per device in PyTorch profiler traces and check"
             " Q against them: HIP gives each new stream its own hardware queue until"
-            " Q exist, then shares one, so a device fits when its streams (of one"
-            " priority, where the trace shows priorities) number at most Q.",
+            " Q exist in its pool, then shares one, so a device fits when each of"
+            " its pools has at most Q streams: one pool per stream priority (every"
+            " HIP before ROCm/rocm-systems#8485) or one per device (with it).",
             TRAINING,
             "--json one JSON object on stdout",
             "--queues N the Q to check",
+            "--pools {separate,shared} how the job's HIP pooled the hardware"
+            " queues: separate (one pool per stream priority: every HIP before"
+            " ROCm/rocm-systems#8485) or shared (one per device: with it, or with"
+            " DEBUG_HIP_IGNORE_STREAM_PRIORITY=1); default: that variable as HIP"
+            " reads it, else the HIP version the trace names, else both verdicts",
         ],
         ["example:", *VERIFY],
     ),

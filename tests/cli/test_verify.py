@@ -17,16 +17,21 @@ import pytest
 from rocm_hwq_autoset import _traces
 from rocm_hwq_autoset._cli import main
 from rocm_hwq_autoset._cli import verify as _verify
+from rocm_hwq_autoset._cli.verify import ALIKE
+from rocm_hwq_autoset._pools import NOTHING_SAYS
 from rocm_hwq_autoset._traces import TraceError, count_streams
 
 from ..data import (
     TRACE_DEVICES,
     TRACE_DIR,
     TRACE_POOLS,
+    TRACE_SHARED_DEVICES,
+    TRACE_SHARED_STREAMS,
     TRACE_STREAMS,
     corpus_dir,
     kernel,
     profiler_trace,
+    sorted_by_time,
     thread_name,
     write_trace,
 )
@@ -74,15 +79,17 @@ def test_the_generated_trace_through_the_command(
 ) -> None:
     path = write_trace(tmp_path / ("t.json.gz" if gz else "t.json"), profiler_trace(),
                        gz=gz)  # fmt: skip
-    code, out, _ = verify(capsys, "--json", path)
+    code, out, _ = verify(capsys, "--json", "--pools", "separate", path)
     doc = json.loads(out)
     assert code == 0 and doc["queues"] == 4 and doc["ok"] is True
     [report] = doc["traces"]
-    assert report["devices"] == TRACE_DEVICES
-    assert report["streams"] == report["needed"] == TRACE_STREAMS
-    assert report["power_of_two"] == 4
-    code, out, _ = verify(capsys, "--queues", str(TRACE_STREAMS - 1), path)
-    assert code == 1 and out.splitlines()[1].startswith("short")
+    [judged] = report["verdicts"]
+    assert judged["pools"] == "separate" and judged["devices"] == TRACE_DEVICES
+    assert judged["streams"] == judged["needed"] == TRACE_STREAMS
+    assert judged["power_of_two"] == 4
+    code, out, _ = verify(capsys, "--queues", str(TRACE_STREAMS - 1), "--pools",
+                          "separate", path)  # fmt: skip
+    assert code == 1 and out.splitlines()[2].startswith("short")
     assert "(device 0: 3, device 0 priority -1: 2, device 1: 3, device 2: 1)" in out
 
 
@@ -319,11 +326,16 @@ def test_queue_sources_and_exit_codes(
     doc = json.loads(out)
     assert code == 0 and doc["queues"] == 8 and doc["ok"] is True
     assert doc["queues_source"].startswith("the training arguments")
-    assert [(t["path"], t["streams"], t["needed"]) for t in doc["traces"]] == [
-        (three, 3, 3), (five, 5, 5)
-    ]  # fmt: skip
-    assert [t["power_of_two"] for t in doc["traces"]] == [4, 8]
-    assert all(isinstance(t["streams"], int) for t in doc["traces"])
+    # No priorities in them: both rules' verdicts are the same.
+    for t in doc["traces"]:
+        assert t["pool_rule"]["rule"] == "both"
+        separate, shared = t["verdicts"]
+        assert {**separate, "pools": "shared"} == shared
+    judged = [t["verdicts"][0] for t in doc["traces"]]
+    assert [(t["path"], v["streams"], v["needed"]) for t, v in
+            zip(doc["traces"], judged)] == [(three, 3, 3), (five, 5, 5)]  # fmt: skip
+    assert [v["power_of_two"] for v in judged] == [4, 8]
+    assert all(isinstance(v["streams"], int) for v in judged)
 
 
 @pytest.mark.parametrize("value", ["eight", "0", "-1", " "])
@@ -345,7 +357,7 @@ def test_a_value_hip_cannot_use_is_named_never_taken_for_unset(
         " give --queues N"
     )
     assert "unset" not in said
-    code, _, _ = verify(capsys, "--queues", "4", path)
+    code, _, _ = verify(capsys, "--queues", "4", "--pools", "separate", path)
     assert code == 0
 
 
@@ -437,9 +449,10 @@ def test_every_traces_verdict_and_the_worst_status(
     assert code == 2
     lines = out.splitlines()
     assert lines[0] == "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)"
-    assert lines[1].startswith(f"ok  {a}: at most 1 GPU stream")
-    assert lines[2].startswith(f"unread  {error}")
-    assert lines[3].startswith(f"short  {b}: at most 6 GPU streams")
+    assert lines[1].startswith("pools: both verdicts: nothing says")
+    assert lines[2].startswith(f"ok  {a} {ALIKE}: at most 1 GPU stream")
+    assert lines[3].startswith(f"unread  {error}")
+    assert lines[4].startswith(f"short  {b} {ALIKE}: at most 6 GPU streams")
     assert err.startswith(f"{PREFIX}{error}") and err.count("\n") == 1
     code, out, err = verify(capsys, "--json", a, cpu, b)
     doc = json.loads(out)
@@ -524,14 +537,18 @@ def test_a_json_file_as_a_flags_only_value_is_a_value(
         "'b.json' was read as a value of --model.tokenizer_path"
     )
     assert refused(capsys, t, *args[:2], "--a.b=x.json", "b.json").startswith(
-        "'b.json' was read as a value of --a.b"
+        "'b.json' was read as a value of --a.b, a training argument"
     )
 
 
+@pytest.mark.parametrize("traces", [[], ["t.json"]])
 def test_a_trace_after_the_double_dash_is_named(
-    capsys: pytest.CaptureFixture[str],
+    traces: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert refused(capsys, "--", "five.json", "--job.config_file", "job.toml") == (
+    """Before any flag, nothing after ``--`` is a flag's value: a trace there
+    is named, a TRACE given or not."""
+    args = [*traces, "--", "five.json", "--job.config_file", "job.toml"]
+    assert refused(capsys, *args) == (
         "'five.json' comes after '--', where everything is a training argument:"
         " put every TRACE before the training arguments"
     )
@@ -553,11 +570,13 @@ def test_more_than_eight_streams_names_the_cost_of_q16(
         " the extra streams before raising GPU_MAX_HW_QUEUES past 8, and measure"
         " if you do"
     )
-    six = write_trace(tmp_path / "6.json", trace([kernel(0, s) for s in range(6)]))
-    code, out, _ = verify(capsys, six)
-    assert code == 1 and out.splitlines()[-1].endswith(
-        "; GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-    )
+    for streams in (6, 8):  # up to the model's largest Q, the Q that fits
+        many = write_trace(tmp_path / f"{streams}.json",
+                           trace([kernel(0, s) for s in range(streams)]))  # fmt: skip
+        code, out, _ = verify(capsys, many)
+        assert code == 1 and out.splitlines()[-1].endswith(
+            "; GPU_MAX_HW_QUEUES=8 fits them; or check the config"
+        )
 
 
 def without_args(event: dict[str, Any]) -> dict[str, Any]:
@@ -609,9 +628,9 @@ def test_hips_rule_not_the_power_of_two(
     """Five streams fit five queues (HIP needs Q >= streams), not only eight."""
     five = write_trace(tmp_path / "five.json", trace([kernel(0, s) for s in range(5)]))
     code, out, _ = verify(capsys, "--queues", "5", five)
-    assert code == 0 and out.splitlines()[1].startswith("ok")
+    assert code == 0 and out.splitlines()[2].startswith("ok")
     code, out, _ = verify(capsys, "--queues", "4", five)
-    assert code == 1 and out.splitlines()[1].startswith("short")
+    assert code == 1 and out.splitlines()[2].startswith("short")
 
 
 def test_devices_are_counted_apart_through_the_command(
@@ -626,19 +645,26 @@ def test_devices_are_counted_apart_through_the_command(
                        trace([*events, kernel(1, 7), kernel(1, 8)]))  # fmt: skip
     code, out, _ = verify(capsys, "--json", "--queues", "4", wide)
     doc = json.loads(out)
-    assert code == 1 and doc["traces"][0]["devices"] == {"device 0": 3, "device 1": 5}
+    assert code == 1
+    assert [v["devices"] for v in doc["traces"][0]["verdicts"]] == [
+        {"device 0": 3, "device 1": 5}
+    ] * 2
 
 
-def test_priorities_are_separate_pools(
+def test_priorities_are_separate_pools_or_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """HIP keeps one pool per stream priority: where a trace gives priorities,
-    four normal and two high-priority streams fit Q = 4."""
+    """A HIP before ROCm/rocm-systems#8485 keeps one pool per stream priority:
+    four normal and two high-priority streams fit Q = 4. With it, they share
+    the device's one pool: six streams do not."""
     events = [kernel(0, s) for s in range(4)]
     events += [kernel(0, s, priority=-1) for s in (10, 11)]
     path = write_trace(tmp_path / "prio.json", trace(events))
-    code, out, _ = verify(capsys, "--queues", "4", path)
+    code, out, _ = verify(capsys, "--queues", "4", "--pools", "separate", path)
     assert code == 0 and "device 0: 4" in out and "device 0 priority -1: 2" in out
+    code, out, _ = verify(capsys, "--queues", "4", "--pools", "shared", path)
+    assert code == 1 and "(device 0: 6)" in out
+    assert verify(capsys, "--queues", "6", "--pools", "shared", path)[0] == 0
 
 
 def test_a_single_stream_is_never_given_a_q_the_model_cannot_have(
@@ -668,13 +694,18 @@ def test_the_report_in_full_on_a_terminal(tmp_path: Path) -> None:
               kernel(2, 8, priority=-1),
               kernel(2, 9, priority=-1)]  # fmt: skip
     wide = write_trace(tmp_path / "wide.json", trace(events))
+    missing = str(tmp_path / "missing.json")
     out = _Tty()
-    opts = argparse.Namespace(traces=[one, wide], queues=1, training=[], json=False)
-    assert _verify.run(opts, out) == 1
+    opts = argparse.Namespace(traces=[one, missing, wide], queues=1, training=[],
+                              json=False, pools="separate")  # fmt: skip
+    assert _verify.run(opts, out) == 2
     assert out.getvalue() == (
         "Q = 1, from --queues\n"
+        "pools: separate, as --pools says: each stream priority of a device has"
+        " its own Q queues\n"
         f"\033[32mok\033[0m  {one}: at most 1 GPU stream per device (device 0: 1):"
         " needs Q >= 1 (PR #4032's rounding, at least 2 lanes: 2)\n"
+        f"\033[31munread\033[0m  {missing}: No such file or directory\n"
         f"\033[31mshort\033[0m  {wide}: at most 2 GPU streams per device (device 2:"
         " 1, device 2 priority -1: 2, device 2 priority 0: 1, device 10: 2, device"
         " gpu_a: 1, device gpu_b: 1): needs Q >= 2 (PR #4032's rounding, at least"
@@ -689,10 +720,15 @@ def test_the_json_report_in_full(tmp_path: Path) -> None:
         tmp_path / "three.json", trace([kernel(0, s) for s in range(3)])
     )
     out = io.StringIO()
-    opts = argparse.Namespace(traces=[three], queues=None, training=[], json=True)
+    opts = argparse.Namespace(traces=[three], queues=None, training=[], json=True,
+                              pools=None)  # fmt: skip
     assert _verify.run(opts, out) == 0
-    report = {"path": three, "streams": 3, "devices": {"device 0": 3}, "needed": 3,
-              "power_of_two": 4, "queues": 4, "ok": True}  # fmt: skip
+    judged = {"devices": {"device 0": 3}, "streams": 3, "needed": 3,
+              "power_of_two": 4, "ok": True}  # fmt: skip
+    rule = {"rule": "both", "source": "none", "why": NOTHING_SAYS}
+    report = {"path": three, "queues": 4, "pool_rule": rule,
+              "verdicts": [{"pools": "separate", **judged},
+                           {"pools": "shared", **judged}], "ok": True}  # fmt: skip
     doc = {"queues": 4, "queues_source": "HIP's default (GPU_MAX_HW_QUEUES unset)",
            "ok": True, "traces": [report]}  # fmt: skip
     assert out.getvalue() == json.dumps(doc, indent=2) + "\n"
@@ -711,3 +747,423 @@ def test_errors_in_json_too(
     code, out, err = verify(capsys, "--json", *args)
     assert code == 2 and json.loads(out) == {"error": said}
     assert err == f"{PREFIX}{said}\n"
+
+
+# The pool rule: separate pools per priority (HIP before ROCm/rocm-systems#8485)
+# or one per device (with it), chosen by --pools, else the variable, else the
+# trace's HIP version, else both verdicts.
+
+APART = "each stream priority of a device has its own Q queues"
+ONE = "all streams of a device share its Q queues"
+VARIABLE = "DEBUG_HIP_IGNORE_STREAM_PRIORITY"
+SEPARATE_LINE = (
+    "(device 0: 3, device 0 priority -1: 2, device 1: 3, device 2: 1): needs Q >= 3"
+    " (PR #4032's rounding, at least 2 lanes: 4)"
+)
+SHARED_LINE = (
+    "(device 0: 5, device 1: 3, device 2: 1): needs Q >= 5 (PR #4032's rounding,"
+    " at least 2 lanes: 8)"
+)
+SURE = (
+    "short: a device ran more streams than Q, so some shared a hardware queue;"
+    " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
+)
+UNSURE = (
+    "short under shared pools only: if the job's HIP had one pool per device, a"
+    " device ran more streams than Q, so some shared a hardware queue;"
+    " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
+)
+
+
+def generated(tmp_path: Path, name: str = "t.json", **top: Any) -> str:
+    """The generated trace (three normal and two high-priority streams on
+    device 0), with top-level fields such as ``hip_runtime_version``."""
+    return write_trace(tmp_path / name, {**profiler_trace(), **top})
+
+
+def lines_of(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code, out, err = verify(capsys, *args)
+    assert err == ""
+    return code, out.splitlines()
+
+
+def test_the_option_chooses_the_pools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pools`` wins over the variable and the trace's HIP version: apart,
+    Q = 4 fits; shared, device 0's five streams do not."""
+    monkeypatch.setenv(VARIABLE, "1")
+    path = generated(tmp_path, hip_runtime_version=60241134)
+    assert lines_of(capsys, "--pools", "separate", path) == (0, [
+        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
+        f"pools: separate, as --pools says: {APART}",
+        f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}",
+    ])  # fmt: skip
+    monkeypatch.setenv(VARIABLE, "0")
+    assert lines_of(capsys, path, "--pools=shared") == (1, [
+        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
+        f"pools: shared, as --pools says: {ONE}",
+        f"short  {path}: at most 5 GPU streams per device {SHARED_LINE}",
+        SURE,
+    ])  # fmt: skip
+    code, out, _ = verify(capsys, "--json", "--pools", "shared", path)
+    [report] = json.loads(out)["traces"]
+    assert code == 1 and report["ok"] is False
+    why = f"shared, as --pools says: {ONE}"
+    assert report["pool_rule"] == {"rule": "shared", "source": "--pools", "why": why}
+    assert report["verdicts"] == [
+        {"pools": "shared", "devices": TRACE_SHARED_DEVICES,
+         "streams": TRACE_SHARED_STREAMS, "needed": TRACE_SHARED_STREAMS,
+         "power_of_two": 8, "ok": False}
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["both", "apart", "Shared", ""])
+def test_the_option_takes_a_rule_only(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = generated(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["verify", "--pools", value, path])
+    assert stop.value.code == 2
+    assert "--pools: invalid choice" in capsys.readouterr().err
+
+
+def test_the_option_after_the_double_dash_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert refused(capsys, generated(tmp_path), "--", "--pools", "shared") == (
+        "--pools: is verify's own option: put it before '--' (after '--'"
+        " everything is a training argument)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "shared", "plain"),
+    [("1", True, True), ("true", True, True), ("0", False, True),
+     ("false", False, True), ("yes", False, False), ("TRUE", False, False),
+     ("", False, False), ("2x", True, False)],
+)  # fmt: skip
+def test_the_variable_as_the_jobs_hip_reads_it(
+    value: str, shared: bool, plain: bool, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """``DEBUG_HIP_IGNORE_STREAM_PRIORITY`` in verify's environment, read as
+    HIP's clr reads a bool flag (``"true"``, or a number ``atoi`` reads as
+    nonzero), wins over the trace's HIP version; a value HIP reads otherwise
+    than it reads gets one warning line, in the text and in the JSON."""
+    monkeypatch.setenv(VARIABLE, value)
+    path = generated(tmp_path, hip_runtime_version=70253211 if shared else 60241134)
+    code, lines = lines_of(capsys, path)
+    read = "true" if shared else "false"
+    rule = "shared" if shared else "separate"
+    means = ONE if shared else APART
+    why = f"{rule}, as HIP reads {VARIABLE}={value!r} ({read}): {means}"
+    if shared:
+        why += " (a HIP older than the flag ignores it: --pools separate then)"
+    warning = (
+        f'{VARIABLE}={value!r}: HIP reads {read}: it takes "true" or a number,'
+        f" nonzero as true, and anything else as false; judged so: {means}"
+    )
+    said = [] if plain else [f"warning: {warning}"]
+    assert lines[: 2 + len(said)] == [
+        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
+        *said,
+        f"pools: {why}",
+    ]
+    verdict = (
+        f"short  {path}: at most 5 GPU streams per device {SHARED_LINE}"
+        if shared
+        else f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}"
+    )
+    assert lines[2 + len(said) :] == ([verdict, SURE] if shared else [verdict])
+    assert code == int(shared)
+    code, out, _ = verify(capsys, "--json", path)
+    [report] = json.loads(out)["traces"]
+    expected = {"rule": rule, "source": VARIABLE, "why": why}
+    if not plain:
+        expected["warnings"] = [warning]
+    assert report["pool_rule"] == expected
+    assert [v["pools"] for v in report["verdicts"]] == [rule]
+
+
+def test_a_variable_hip_reads_no_way_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(VARIABLE, "2147483648")
+    code, lines = lines_of(capsys, generated(tmp_path, hip_runtime_version=60241134))
+    assert code == 0
+    assert lines[1] == (
+        f"warning: {VARIABLE}='2147483648' is a number beyond C's int: what HIP"
+        " reads there is undefined; judged as if it were unset"
+    )
+    assert lines[2].startswith("pools: separate, as HIP 6.2 does")
+
+
+def test_a_trace_naming_a_hip_before_the_change_keeps_pools_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kineto's ``hip_runtime_version`` (HIP_VERSION) of a line all of whose
+    releases came out before ROCm/rocm-systems#8485: one verdict, apart."""
+    path = generated(tmp_path, hip_runtime_version=60241134)
+    why = (
+        "separate, as HIP 6.2 does (hip_runtime_version 60241134 in the trace),"
+        f" released before ROCm/rocm-systems#8485 (merged 2026-07-13): {APART}"
+    )
+    assert lines_of(capsys, path) == (0, [
+        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
+        f"pools: {why}",
+        f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}",
+    ])  # fmt: skip
+    code, out, _ = verify(capsys, "--json", path)
+    [report] = json.loads(out)["traces"]
+    assert code == 0 and report["pool_rule"] == {
+        "rule": "separate", "source": "hip_runtime_version", "why": why
+    }  # fmt: skip
+    assert [v["devices"] for v in report["verdicts"]] == [TRACE_DEVICES]
+
+
+def test_a_trace_naming_a_hip_that_may_have_the_change_gets_both_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HIP 7.2: its releases so far predate the change, but the trace cannot
+    say which 7.2.x ran, so both verdicts; the worse (shared) decides, and the
+    advice says it holds only under shared pools."""
+    path = generated(tmp_path, hip_runtime_version=70253211)
+    why = (
+        "both verdicts: HIP 7.2 (hip_runtime_version 70253211 in the trace) may"
+        " have ROCm/rocm-systems#8485 (merged 2026-07-13): its first release is"
+        " not known; the worse decides; choose with --pools separate (a HIP"
+        " without it) or --pools shared (one with it)"
+    )
+    assert lines_of(capsys, path) == (1, [
+        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
+        f"pools: {why}",
+        f"ok  {path} (separate pools): at most 3 GPU streams per device"
+        f" {SEPARATE_LINE}",
+        f"short  {path} (shared pools): at most 5 GPU streams per device"
+        f" {SHARED_LINE}",
+        UNSURE,
+    ])  # fmt: skip
+    code, out, _ = verify(capsys, "--json", path)
+    doc = json.loads(out)
+    [report] = doc["traces"]
+    assert (code, doc["ok"], report["ok"]) == (1, False, False)
+    assert report["pool_rule"] == {"rule": "both", "source": "hip_runtime_version",
+                                   "why": why}  # fmt: skip
+    assert [(v["pools"], v["devices"], v["ok"]) for v in report["verdicts"]] == [
+        ("separate", TRACE_DEVICES, True), ("shared", TRACE_SHARED_DEVICES, False)
+    ]  # fmt: skip
+    # Both fit Q = 5: exit 0.
+    assert verify(capsys, "--queues", "5", path)[0] == 0
+
+
+def test_nothing_says_so_both_verdicts_through_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No option, no variable, no version: both verdicts, one line saying why
+    and how to choose; the exit status is the worse verdict's."""
+    path = generated(tmp_path)
+    code, lines = lines_of(capsys, path)
+    assert code == 1
+    assert lines[1] == f"pools: {NOTHING_SAYS}"
+    assert lines[2:] == [
+        f"ok  {path} (separate pools): at most 3 GPU streams per device"
+        f" {SEPARATE_LINE}",
+        f"short  {path} (shared pools): at most 5 GPU streams per device {SHARED_LINE}",
+        UNSURE,
+    ]
+    code, out, _ = verify(capsys, "--json", path)
+    [report] = json.loads(out)["traces"]
+    assert report["pool_rule"] == {"rule": "both", "source": "none",
+                                   "why": NOTHING_SAYS}  # fmt: skip
+    assert [v["pools"] for v in report["verdicts"]] == ["separate", "shared"]
+    # Where both are short, the advice is sure; where none is, none is given.
+    code, lines = lines_of(capsys, "--queues", "2", path)
+    assert code == 1 and lines[-1] == SURE
+    assert [line.split("  ")[0] for line in lines[2:4]] == ["short", "short"]
+    code, lines = lines_of(capsys, "--queues", "5", path)
+    assert code == 0 and [line.split("  ")[0] for line in lines[2:]] == ["ok", "ok"]
+
+
+def test_a_version_that_is_none_is_said_once_per_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = generated(tmp_path, hip_runtime_version="7.2")
+    code, lines = lines_of(capsys, path)
+    warning = (
+        "hip_runtime_version '7.2' in the trace is no HIP version (Kineto writes"
+        " HIP_VERSION: major * 10000000 + minor * 100000 + patch); judged as a"
+        " trace that names none"
+    )
+    assert code == 1 and lines[1:3] == [f"warning: {warning}", f"pools: {NOTHING_SAYS}"]
+    code, out, _ = verify(capsys, "--json", path)
+    assert json.loads(out)["traces"][0]["pool_rule"] == {
+        "rule": "both", "source": "none", "why": NOTHING_SAYS, "warnings": [warning]
+    }  # fmt: skip
+
+
+def test_each_trace_by_its_own_version_the_rule_said_when_it_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two ranks of HIP 6.2 share one ``pools`` line; a HIP 7.2 trace after
+    them gets its own, and a trace that cannot be read none."""
+    a = generated(tmp_path, "a.json", hip_runtime_version=60241134)
+    b = generated(tmp_path, "b.json", hip_runtime_version=60241134)
+    c = generated(tmp_path, "c.json", hip_runtime_version=70253211)
+    missing = str(tmp_path / "missing.json")
+    code, out, _ = verify(capsys, "--queues", "5", a, b, missing, c)
+    lines = out.splitlines()
+    assert code == 2
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "pools", f"ok  {a}", f"ok  {b}", f"unread  {missing}", "pools",
+        f"ok  {c} (separate pools)", f"ok  {c} (shared pools)",
+    ]  # fmt: skip
+    assert lines[1].startswith("pools: separate, as HIP 6.2 does")
+    assert lines[5].startswith("pools: both verdicts: HIP 7.2")
+
+
+def test_a_trace_without_priorities_gets_one_line_for_both_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kineto writes no stream priority on ROCm: both rules give the same
+    pools, said in one line (the JSON keeps both verdicts)."""
+    path = write_trace(tmp_path / "t.json", trace([kernel(0, s) for s in range(5)]))
+    code, lines = lines_of(capsys, path)
+    assert code == 1 and lines[2:] == [
+        f"short  {path} {ALIKE}: at most 5 GPU streams per device (device 0: 5):"
+        " needs Q >= 5 (PR #4032's rounding, at least 2 lanes: 8)",
+        SURE,
+    ]
+    assert ALIKE == "(both rules alike: no stream priorities)"
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 1 << 20])
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_the_hip_version_is_read_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, where: str
+) -> None:
+    """Before ``traceEvents`` (where Kineto writes it) or after, whatever the
+    chunk; an array-form trace, or one without the field, names none."""
+    monkeypatch.setattr(_traces, "CHUNK", chunk)
+    events = profiler_trace()["traceEvents"]
+    doc = ({"hip_runtime_version": 70253211, "traceEvents": events}
+           if where == "first" else
+           {"traceEvents": events, "hip_runtime_version": 70253211})  # fmt: skip
+    path = write_trace(tmp_path / "t.json", doc)
+    assert _traces.read_trace(path) == (TRACE_POOLS, 70253211)
+    assert _traces.read_trace(write_trace(tmp_path / "a.json", events)) == (
+        TRACE_POOLS, None
+    )  # fmt: skip
+    assert _traces.read_trace(generated(tmp_path)).hip_version is None
+
+
+def test_the_real_rocm_trace_names_no_hip_version() -> None:
+    """The ROCm 6.2 MI250 trace of the shared corpus (PyTorch of late 2024)
+    names its HIP nowhere: no ``hip_runtime_version``, and its
+    ``deviceProperties`` hold no version either. Only where the corpus exists."""
+    path = corpus_dir(TRACE_DIR) / "mi250_rocm6_2_minitoy_train.json.gz"
+    assert _traces.read_trace(str(path)) == ({(2, None): {0}}, None)
+    with gzip.open(path) as raw:
+        doc = json.load(raw)
+    assert not any("version" in key.lower() and key != "schemaVersion" for key in doc)
+    assert all(not any("version" in k.lower() for k in props)
+               for props in doc["deviceProperties"])  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", ["separate", "shared"])
+def test_names_before_the_kernels_give_the_same_pools(
+    rule: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace sorted by time has its ``stream N`` names (``ts`` 0) before the
+    kernels, where Kineto writes them after: the same streams, priorities
+    included, and so the same pools under either rule."""
+    doc = profiler_trace()
+    ordered = sorted_by_time(doc)
+    kinds = [
+        (e["ph"], e.get("args", {}).get("name", "")) for e in ordered["traceEvents"]
+    ]
+    first_kernel = next(i for i, e in enumerate(ordered["traceEvents"])
+                        if e.get("cat") == "kernel")  # fmt: skip
+    named = [i for i, (ph, name) in enumerate(kinds) if name.startswith("stream ")]
+    assert named and max(named) < first_kernel  # names first, really
+    last = write_trace(tmp_path / "last.json", doc)
+    first = write_trace(tmp_path / "first.json", ordered)
+    assert count_streams(first) == count_streams(last) == TRACE_POOLS
+    reports = []
+    for path in (first, last):
+        code, out, _ = verify(capsys, "--json", "--pools", rule, path)
+        [report] = json.loads(out)["traces"]
+        reports.append((code, report["verdicts"]))
+    assert reports[0] == reports[1]
+    devices = TRACE_DEVICES if rule == "separate" else TRACE_SHARED_DEVICES
+    assert reports[0][1][0]["devices"] == devices
+
+
+def test_the_advice_follows_the_sure_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With Q = 6, a trace short under shared pools only (6 + 6 streams) and
+    one short under both (7): the advice is for the seven that surely shared
+    a queue, not for the twelve that did only if the pools were one."""
+    events = [kernel(0, s) for s in range(6)]
+    events += [kernel(0, s, priority=-1) for s in range(10, 16)]
+    maybe = write_trace(tmp_path / "maybe.json", trace(events))
+    surely = write_trace(
+        tmp_path / "surely.json", trace([kernel(0, s) for s in range(7)])
+    )
+    code, lines = lines_of(capsys, "--queues", "6", maybe, surely)
+    assert code == 1
+    assert lines[-1] == (
+        "short: a device ran more streams than Q, so some shared a hardware queue;"
+        " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
+    )
+    code, lines = lines_of(capsys, "--queues", "6", maybe)
+    assert code == 1 and lines[-1].startswith(
+        "short under shared pools only: if the job's HIP had one pool per device,"
+        " a device ran more streams than Q, so some shared a hardware queue; 12"
+        " streams are more than PR #4032's model ever counts"
+    )
+
+
+def test_in_json_a_misplaced_trace_and_traces_not_read_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json`` answers ``{"error": ...}`` for a trace among the training
+    arguments, and, where no trace could be read, for all of them in one,
+    each also on its own line on stderr."""
+    code, out, err = verify(capsys, "--json", "--job.config_file", "job.toml", "t.json")
+    assert code == 2 and json.loads(out) == {"error": err[len(PREFIX) : -1]}
+    assert err.startswith(f"{PREFIX}'t.json' was read as a value of --job.config_file")
+    missing = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    said = [f"{m}: No such file or directory" for m in missing]
+    code, out, err = verify(capsys, "--json", *missing)
+    assert code == 2 and json.loads(out) == {"error": "; ".join(said)}
+    assert err == f"{PREFIX}{said[0]}\n{PREFIX}{'; '.join(said)}\n"
+    code, out, err = verify(capsys, "--json", missing[0])
+    assert (code, json.loads(out), err) == (
+        2,
+        {"error": said[0]},
+        f"{PREFIX}{said[0]}\n",
+    )
+
+
+def test_no_note_without_training_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An explicit ``GPU_MAX_HW_QUEUES`` and no training arguments to hold it
+    against: nothing to note, in the text or in the JSON."""
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
+    path = write_trace(tmp_path / "t.json", trace([kernel(0, 1)]))
+    code, lines = lines_of(capsys, path)
+    assert code == 0 and len(lines) == 3 and lines[1].startswith("pools: ")
+    code, out, _ = verify(capsys, "--json", path)
+    assert code == 0 and "note" not in json.loads(out)
+
+
+def test_the_events_alone_of_a_trace_naming_its_hip(tmp_path: Path) -> None:
+    """``events`` without a place to keep the version reads past it."""
+    doc = {"hip_runtime_version": 70253211, "traceEvents": [kernel(0, 1)]}
+    path = write_trace(tmp_path / "t.json", doc)
+    with open(path, "rb") as raw:
+        assert list(_traces.events(raw)) == [kernel(0, 1)]

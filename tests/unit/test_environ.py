@@ -26,6 +26,8 @@ from rocm_hwq_autoset._environ import (
     QueuesSetting,
     cache_switch,
     hip_reads,
+    hip_reads_flag,
+    ignore_priority,
     local_rank,
     log_level,
     positive_int,
@@ -257,6 +259,64 @@ def test_beyond_cs_int_is_no_reading(text: str) -> None:
     assert setting.problem == (
         f"GPU_MAX_HW_QUEUES={text!r}: HIP reads beyond C's int, not a queue count"
     )
+
+
+# DEBUG_HIP_IGNORE_STREAM_PRIORITY as HIP reads a bool flag: "true", or atoi.
+
+
+def _hip_flag(text: str) -> bool:
+    """ROCclr's ``Flag::setValue`` for a bool, in this process's libc:
+    ``strcmp(value, "true") == 0 || atoi(value) != 0``, on the value
+    ``Flag::init`` hands it (an empty one as ``" "``)."""
+    libc = ctypes.CDLL(None)
+    libc.strcmp.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.strcmp.restype = ctypes.c_int
+    value = (text or " ").encode("utf-8", "surrogateescape")
+    return libc.strcmp(value, b"true") == 0 or _atoi(text or " ") != 0
+
+
+def test_hip_reads_a_bool_flag_as_clr_does() -> None:
+    """The pieces atoi reads, and the words a user might write."""
+    words = ["true", "false", "TRUE", "True", " true", "true ", "yes", "no", "on",
+             "off", "y", "t", "truex", "1true", "true1", ""]  # fmt: skip
+    for text in words + [text for text, _, _ in HIP_TABLE] + _generated(300):
+        assert hip_reads_flag(text) is _hip_flag(text), repr(text)
+
+
+@pytest.mark.parametrize("text", ["2147483648", "-2147483649"])
+def test_a_flag_beyond_cs_int_is_no_reading(text: str) -> None:
+    assert hip_reads_flag(text) is None
+    assert ignore_priority({"DEBUG_HIP_IGNORE_STREAM_PRIORITY": text}) == (None, (
+        f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r} is a number beyond C's int:"
+        " what HIP reads there is undefined"
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "read", "plain"),
+    [
+        (None, None, True), ("1", True, True), ("true", True, True),
+        ("\t-3 ", True, True), ("0", False, True), ("false", False, True),
+        ("\vfalse\r", False, True), ("007", True, True), ("yes", False, False),
+        ("TRUE", False, False), ("", False, False), ("1abc", True, False),
+        ("- 1", False, False), ("\u00a01", False, False), ("٣", False, False),
+        ("+-1", False, False),
+    ],
+)  # fmt: skip
+def test_ignore_priority(text: str | None, read: bool | None, plain: bool) -> None:
+    """A value HIP reads as anyone reads it says nothing more; any other is
+    named, with what HIP reads and how it reads."""
+    environ = {} if text is None else {"DEBUG_HIP_IGNORE_STREAM_PRIORITY": text}
+    value, problem = ignore_priority(environ)
+    assert value is read
+    if plain:
+        assert problem is None
+    else:
+        assert problem == (
+            f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r}: HIP reads"
+            f' {"true" if read else "false"}: it takes "true" or a number,'
+            " nonzero as true, and anything else as false"
+        )
 
 
 @pytest.mark.parametrize(

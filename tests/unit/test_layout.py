@@ -21,8 +21,8 @@ LAYERS = {
     # reading inputs: nothing of the package below
     "_config": 0, "_environ": 0,
     # the command line, the model (and the inputs' text form), profiler
-    # traces, ROCm detection
-    "_argv": 1, "_model": 1, "_traces": 1, "_rocm": 1,
+    # traces, HIP's queue pools, ROCm detection
+    "_argv": 1, "_model": 1, "_traces": 1, "_pools": 1, "_rocm": 1,
     # the decision as a value (and its one line), the public API
     "_decision": 2, "_api": 2,
     # the --module wing, one band: what an evaluation read, its answer, one

@@ -12,6 +12,8 @@ from rocm_hwq_autoset import ConfigError, recommend
 from rocm_hwq_autoset._evaluation.answer import config_from_json
 from rocm_hwq_autoset._model import (
     FACT_KEYS,
+    MAX_QUEUES,
+    MIN_LANES,
     Inputs,
     Recommendation,
     decode_inputs,
@@ -100,6 +102,15 @@ def test_every_combination(
          "expert_comm", "tp_all_gather", "cp_all_gather", "cudagraph_capture"]
     )  # fmt: skip
     assert [name for name, counted, _ in rec.table if counted] == want
+
+
+def test_the_fewest_lanes_and_the_largest_q_are_the_tables() -> None:
+    """verify's advice reads them: the model's bounds over every combination."""
+    recs = [Recommendation(Inputs(dp_shard=-1 if dp else 1, moe=moe, ep=ep, tp=tp,
+                                  cp=cp, cudagraph=graph, overlap=overlap))
+            for dp, moe, ep, tp, cp, graph, overlap in COMBINATIONS]  # fmt: skip
+    assert min(len(rec.lanes) for rec in recs) == MIN_LANES
+    assert max(rec.queues for rec in recs) == MAX_QUEUES
 
 
 @pytest.mark.parametrize(
