@@ -27,7 +27,6 @@ from ._environ import (
     QUEUES,
     QUIET,
     SWITCH,
-    TIMEOUT,
     TOML_FORM,
     UNSET,
     VERBOSE,
@@ -37,7 +36,6 @@ from ._environ import (
     marker,
     prints_for_node,
     switch,
-    timeout,
 )
 from ._environ import world_size as _world_size
 from ._model import Config, Inputs, Recommendation, decode_inputs, read_inputs
@@ -172,9 +170,6 @@ def decide(
         size = world_size(environ)
         if launch.form == MODULE_FORM:
             _module, _config = launch.registry  # both, with values: torchtitan's need
-            _, problem = timeout(environ)
-            if problem is not None:  # said here, before any child
-                raise ConfigError(problem, TIMEOUT)
             return launch
         rec = recommend(size)
     except ConfigError as exc:

@@ -30,6 +30,7 @@ from ._environ import (
     ORIGIN,
     QUEUES,
     log_level,
+    timeout,
 )
 from ._model import encode_inputs
 
@@ -67,6 +68,10 @@ def run() -> None:
         )
         if not isinstance(decided, Outcome):  # a --module launch to evaluate
             from ._evaluation import start  # the wing's one door
+
+            _, problem = timeout(os.environ)
+            if problem:
+                say(Outcome(WARNING, problem), os.environ)
 
             start(decided, apply)
         else:

@@ -16,7 +16,17 @@ if TYPE_CHECKING:
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
-from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
+from .._environ import (
+    LOG,
+    OFF,
+    QUEUES,
+    SWITCH,
+    TIMEOUT,
+    QueuesSetting,
+    log_level,
+    switch,
+    timeout,
+)
 from .._evaluation import location, open_cache
 from ._common import (
     AS_IF_ON_ROCM,
@@ -241,6 +251,9 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
     _, log_problem = log_level(os.environ)
     if log_problem:
         checks.append(Check("FAIL", LOG, log_problem))
+    _, timeout_problem = timeout(os.environ)
+    if timeout_problem:
+        checks.append(Check("FAIL", TIMEOUT, timeout_problem))
     setting = QueuesSetting(os.environ)
     usable = setting.explicit is None or setting.problem is None
     checks.append(Check("ok" if usable else "FAIL", QUEUES, setting.describe()))

@@ -113,11 +113,9 @@ class Evaluation:
         """Start the child (``fresh``: never the entry, nor a peer's answer;
         ``checks``: what it finds without evaluating, it checks, and says on
         this process's stderr what it found, as this node's one process does);
-        ``ConfigError`` for a timeout it cannot read, ``OSError`` if it cannot
-        start."""
-        self.timeout, problem = timeout(environ)
-        if problem is not None:
-            raise ConfigError(problem, TIMEOUT)
+        ``OSError`` if it cannot start. A timeout it cannot read is the
+        default: whoever starts it says so (``_environ.timeout``)."""
+        self.timeout, _ = timeout(environ)  # a bad value: the default, said
         self.deadline = time.monotonic() + self.timeout
         options = ["--parent", str(os.getpid())]
         if cache is not None:
