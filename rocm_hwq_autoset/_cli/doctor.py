@@ -304,6 +304,18 @@ def start_up_check(decided: Outcome | Launch | None) -> Check:
     return Check("note", "this process", detail)
 
 
+def _not_made_yet(path: str) -> bool:
+    """Whether the cache's folder is missing and could be made (not: a folder
+    on the way to it is a file)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def cache_checks() -> list[Check]:
     """Where the cache of --module evaluations is, whether it is usable, and
     how many entries it holds."""
@@ -314,8 +326,7 @@ def cache_checks() -> list[Check]:
     if cache is None and not problem:
         return [Check("note", "cache", "off (ROCM_HWQ_AUTOSET_CACHE)")]
     if cache is None:
-        missing = not os.path.exists(location(os.environ))
-        if missing:
+        if _not_made_yet(location(os.environ)):
             return [Check("ok", "cache", f"{location(os.environ)}: not made yet")]
         return [Check("FAIL", "cache", problem)]
     try:

@@ -23,6 +23,7 @@ there were none.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -413,11 +414,13 @@ def open_cache(
     path = location(environ)
     try:
         existed = os.path.lexists(path)
-        if create:
+        if create and not existed:
             os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
-    except OSError as exc:
+    except OSError as exc:  # a folder on the way is a file: "Not a directory"
         return None, f"{path}: {exc.strerror}"
+    if not stat.S_ISDIR(info.st_mode):  # the same words, made or not
+        return None, f"{path}: {os.strerror(errno.ENOTDIR)}"
     problem = _untrusted(info)
     if problem:
         return None, f"{path}: {problem}; not used"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import site
 import sys
 from pathlib import Path
@@ -311,6 +312,21 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
 
     monkeypatch.setattr(Cache, "count", unreadable)
     assert rows(cache_checks()) == [("FAIL", "cache", f"{cache}: Permission denied")]
+
+
+@pytest.mark.parametrize("where", ["file", "file/cache"])
+def test_a_cache_folder_that_is_a_file_is_said_as_the_hook_says_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Was: "File exists" from the hook, "Not a directory" from doctor."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / where))
+    said = f"{tmp_path / where}: Not a directory"
+    assert rows(cache_checks()) == [("FAIL", "cache", said)]
+    from rocm_hwq_autoset._evaluation import open_cache
+
+    assert open_cache(os.environ) == (None, said)  # the hook's, which may create
+    assert (tmp_path / "file").read_text() == ""
 
 
 class Flags:

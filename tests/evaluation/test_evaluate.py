@@ -52,7 +52,9 @@ def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> No
          "evaluated (ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
          " (on), 0/off/false/no (off))"),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
-         "evaluated ({tmp}/file: File exists)"),
+         "evaluated ({tmp}/file: Not a directory)"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file/cache"},
+         "evaluated ({tmp}/file/cache: Not a directory)"),
     ],
 )  # fmt: skip
 def test_evaluate_without_a_cache(
