@@ -28,6 +28,7 @@ from .._environ import (
     timeout,
 )
 from .._evaluation import location, open_cache
+from .._rocm import early_pth_files
 from ._common import (
     AS_IF_ON_ROCM,
     Option,
@@ -92,6 +93,7 @@ def startup_file_checks() -> list[Check]:
     checks = []
     if active:
         checks.append(Check("ok", PTH, os.path.join(active[0], PTH)))
+        checks.append(early_starters_check())
     elif found:
         checks.append(Check("FAIL", PTH, f"{os.path.join(found[0][0], PTH)} is in"
                             " the user site, which is disabled (-s, -I or"
@@ -134,6 +136,24 @@ def startup_file_checks() -> list[Check]:
     elif start_dirs:
         checks.append(Check("ok", START, "present, for Python 3.15+ (PEP 829)"))
     return checks
+
+
+def early_starters_check() -> Check:
+    """The ``.pth`` files ``site`` runs before ours that run code: one that
+    starts HIP (imports torch and asks for a GPU, say) does so before the hook
+    puts the value in place; the hook then warns, in that launch."""
+    early = early_pth_files()
+    if not early:
+        return Check(
+            "ok", "before it", f"no .pth file site runs before {PTH} runs code"
+        )
+    return Check(
+        "note",
+        "before it",
+        f"{len(early)} .pth file{'s' * (len(early) > 1)} site runs before {PTH} run"
+        f"{'s' * (len(early) == 1)} code; one that starts HIP makes the hook come"
+        f" too late (it warns then): {', '.join(early)}",
+    )
 
 
 def gate_check() -> Check:

@@ -350,7 +350,8 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     user, other = tmp_path / "user", tmp_path / "target"
     for folder in (*site_dirs, user, other):
         folder.mkdir()
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(d) for d in site_dirs])
+    monkeypatch.setattr(site, "getsitepackages",
+                        lambda prefixes=None: [str(d) for d in site_dirs])  # fmt: skip
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
     # No distribution of the package: one is made up where a test needs it.
     monkeypatch.setattr(_doctor, "installed_file", lambda name: None)
@@ -358,12 +359,19 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def lines(files: dict[str, list[str]], *, user_site: bool = True,
               on_path: tuple[str, ...] = (), pep_829: bool = False,
+              texts: dict[str, str] | None = None,
               ) -> list[tuple[str, str, str]]:  # fmt: skip
         for folder, names in files.items():
             for name in names:
-                (tmp_path / folder / name).write_text("")
+                (tmp_path / folder / name).write_text((texts or {}).get(name, ""))
         monkeypatch.setattr(site, "ENABLE_USER_SITE", user_site)
-        monkeypatch.setattr(sys, "path", ["", *(str(tmp_path / p) for p in on_path)])
+        # site puts each site directory it processes on sys.path.
+        processed = [*site_dirs, *([user] if user_site else [])]
+        monkeypatch.setattr(
+            sys,
+            "path",
+            ["", *map(str, processed), *(str(tmp_path / p) for p in on_path)],
+        )
         # Python 3.15 runs .start files; this one is made to be exactly that one.
         version = tuple(sys.version_info) if pep_829 else (99, 0)
         monkeypatch.setattr(_doctor, "PEP_829_PYTHON", version)
@@ -379,13 +387,33 @@ PTH, START = "rocm_hwq_autoset.pth", "rocm_hwq_autoset.start"
 def test_start_up_files_in_a_site_directory(layout: Any) -> None:
     assert layout({"site-b": [PTH, START], "user": [START]}) == [
         ("ok", PTH, f"T/site-b/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
+
+
+def test_the_pth_files_site_runs_first_that_run_code_are_named(layout: Any) -> None:
+    """Issue #31: possible early starters of HIP, in site's order (the
+    environment's folders, then the user site; by name within one)."""
+    texts = {"aa_probe.pth": "import gpu_probe\n", "ab_paths.pth": "/opt/x\n",
+             "distutils-precedence.pth": "import os; os.environ\n",
+             "zz_after.pth": "import late\n",
+             "u.pth": "import user_thing\n"}  # fmt: skip
+    files = {"site-a": ["aa_probe.pth", "ab_paths.pth"],
+             "site-b": ["distutils-precedence.pth", PTH, "zz_after.pth"],
+             "user": ["u.pth"]}  # fmt: skip
+    assert layout(files, texts=texts)[:2] == [
+        ("ok", PTH, f"T/site-b/{PTH}"),
+        ("note", "before it", f"2 .pth files site runs before {PTH} run code; one"
+         " that starts HIP makes the hook come too late (it warns then):"
+         " T/site-a/aa_probe.pth, T/site-b/distutils-precedence.pth"),
+    ]  # fmt: skip
 
 
 def test_start_up_files_on_python_3_15(layout: Any) -> None:
     assert layout({"site-a": [PTH, START]}, pep_829=True) == [
         ("ok", PTH, f"T/site-a/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present: Python runs it instead of the .pth line"),
     ]
 
@@ -394,6 +422,7 @@ def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
     found = layout({"site-a": [PTH], "user": [START]}, user_site=False, pep_829=True)
     assert found == [
         ("ok", PTH, f"T/site-a/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("FAIL", START, "missing: Python 3.15+ runs the hook from it"),
     ]
 
@@ -401,6 +430,7 @@ def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
 def test_start_up_files_in_the_user_site(layout: Any) -> None:
     assert layout({"user": [PTH, START]}) == [
         ("ok", PTH, f"T/user/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
     assert layout({}, user_site=False) == [
