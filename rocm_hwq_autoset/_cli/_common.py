@@ -242,7 +242,7 @@ class Reading:
         return conclude(environ, decided, config)
 
 
-def describe(outcome: Outcome) -> str:
+def hook_words(outcome: Outcome) -> str:
     """The hook's outcome as ``explain`` and ``doctor`` show it."""
     if outcome.queues is not None and outcome.level in (SET, SKIP):
         return f"would set {QUEUES}={outcome.queues}"

@@ -18,7 +18,7 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
 from rocm_hwq_autoset._cli.doctor import (
-    Check,
+    Row,
     cache_checks,
     environment_checks,
     start_up_check,
@@ -197,7 +197,7 @@ def test_what_the_hook_did_at_start_up(
     assert f"note this process {said}" in flat
 
 
-def rows(checks: list[Check]) -> list[tuple[str, str, str]]:
+def rows(checks: list[Row]) -> list[tuple[str, str, str]]:
     return [(c.status, c.topic, c.detail) for c in checks]
 
 
