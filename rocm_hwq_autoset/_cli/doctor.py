@@ -27,7 +27,7 @@ from .._environ import (
     switch,
     timeout,
 )
-from .._evaluation import location, open_cache
+from .._evaluation import MAX_UNCHECKED, location, open_cache
 from .._rocm import early_pth_files
 from ._common import (
     AS_IF_ON_ROCM,
@@ -357,8 +357,9 @@ def cache_checks() -> list[Row]:
     plural = "y" if count == 1 else "ies"
     if not os.access(cache.path, os.W_OK | os.X_OK):  # a read-only mount, chattr +i
         detail = (
-            f"{cache.path}: read-only, {count} entr{plural} used as they are; no new"
-            " one is stored, so each --module launch not among them evaluates again"
+            f"{cache.path}: read-only, {count} entr{plural}, none taken (no use of"
+            f" one can be noted, and an entry is taken at most {MAX_UNCHECKED} times"
+            " unchecked); none is stored: every --module launch evaluates again"
             " (seconds each)"
         )
         return [Row("FAIL", "cache", detail)]

@@ -14,7 +14,7 @@ parent's (``parent``). Nothing here runs in a process that is not a
 ``--module`` launch: a TOML launch never imports this package.
 """
 
-from .cache import location, open_cache
+from .cache import MAX_UNCHECKED, location, open_cache
 from .parent import evaluate, start
 
-__all__ = ["evaluate", "location", "open_cache", "start"]
+__all__ = ["MAX_UNCHECKED", "evaluate", "location", "open_cache", "start"]

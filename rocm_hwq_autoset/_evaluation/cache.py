@@ -63,12 +63,16 @@ STALE_SECONDS = 24 * 3600
 #: entry's id each, 17 bytes; over half of it, the records start again.
 MAX_SERVED_BYTES = 4096
 #: Variables read before any Python code of the child runs (the interpreter's
-#: own, which shape ``sys.path``) or by C code (the GPUs HIP and CUDA can see:
-#: :data:`.deps.DEVICES`, by their count): part of the key, since no recording
-#: sees them.
+#: own: those that shape ``sys.path``, and those that change how code runs,
+#: ``__debug__`` and asserts, warnings as errors, the text encoding, the CPU
+#: count) or by C code (the GPUs HIP and CUDA can see: :data:`.deps.DEVICES`,
+#: by their count): part of the key, since no recording sees them.
 KEY_VARIABLES = (
     "PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE",
-    "PYTHONUSERBASE", "PYTHONPLATLIBDIR", *DEVICES,
+    "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
+    "PYTHONOPTIMIZE", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONUTF8",
+    "PYTHONWARNDEFAULTENCODING", "PYTHONINTMAXSTRDIGITS", "PYTHON_CPU_COUNT",
+    *DEVICES,
 )  # fmt: skip
 
 
@@ -89,7 +93,7 @@ OWN_NAME = re.compile(
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.json", re.ASCII)
 #: An entry's id: a new one at each store.
 ID = re.compile(r"[0-9a-f]{16}", re.ASCII)
-#: The mark of a directory the cache made (or found empty): the Cache Directory
+#: The mark of a directory the cache made itself: the Cache Directory
 #: Tagging convention's file (backup tools skip such directories). Only a
 #: directory that holds it, and nothing but names of the cache's own form, is
 #: ever pruned: a name of that form in a folder of the user's may be theirs.
@@ -204,7 +208,9 @@ class Cache:
     def lookup(self, key: str, environ: Mapping[str, str]) -> tuple[Entry | None, str]:
         """The entry when it is trusted, nothing it depended on changed, and
         this node took it fewer than :data:`MAX_UNCHECKED` times since a check
-        of it completed; else None. And one phrase saying which."""
+        of it completed; else None. And one phrase saying which. A cache where
+        a use cannot be noted (read-only) has no entry to take: nothing would
+        bound how often it is taken unchecked."""
         path = self.entry(key)
         try:
             data = _read_trusted(path, MAX_ENTRY_BYTES)
@@ -212,6 +218,8 @@ class Cache:
             return None, "no entry"
         except (OSError, ConfigError) as exc:
             return None, f"entry ignored: {exc}"
+        if not os.access(self.path, os.W_OK | os.X_OK):  # a read-only mount ...
+            return None, "read-only: no use of an entry can be noted, none is taken"
         try:
             doc = json.loads(data)
             if doc["format"] != FORMAT:
@@ -246,6 +254,17 @@ class Cache:
         except (OSError, ConfigError):
             return MAX_UNCHECKED
         return data.split().count(entry_id.encode())
+
+    def take(self, key: str, entry_id: str) -> str:
+        """Note that the node's one process takes the entry ``entry_id`` (the
+        hook's hit, or its child's); "" once noted, else why not. An entry
+        whose use cannot be noted (a read-only cache) is not taken: nothing
+        would bound how often it is taken unchecked then."""
+        try:
+            self.served(key, entry_id)
+        except OSError as exc:
+            return f"cannot note that the entry is taken ({exc.strerror})"
+        return ""
 
     def served(self, key: str, entry_id: str) -> None:
         """Note that this node took the entry ``entry_id``, unchecked as yet

@@ -152,7 +152,7 @@ def _serve(
     found = None
     if not options.fresh:
         with recorder.paused():  # the cache's reads are not the config's
-            found = _found(cache, key)
+            found = _found(cache, key, noted=options.checks)
     if found is not None:
         _write(out, found.to_json())
         if options.checks:  # this node's one process: it checks what it took
@@ -164,11 +164,13 @@ def _serve(
     _share(cache, key, answer, recorder, options)
 
 
-def _found(cache: Cache, key: str) -> Answer | None:
+def _found(cache: Cache, key: str, *, noted: bool) -> Answer | None:
     """The answer found without evaluating: another rank of this node's, when
     it was evaluating this launch as this child started, or the cache's
-    entry; None when this child is to evaluate (it holds the node's lock then,
-    until it ends; or locks cannot be had: it evaluates alone)."""
+    entry (``noted``: the node's one process takes it, noted as the
+    launcher's hit is: :meth:`Cache.take`); None when this child is to evaluate
+    (it holds the node's lock then, until it ends; or locks cannot be had: it
+    evaluates alone)."""
     before, _ = cache.published(key)
     node_lock(cache.lock_file(key), wait=True)  # the alarm bounds the wait
     identity, doc = cache.published(key)  # a peer's answer since we started,
@@ -178,7 +180,9 @@ def _found(cache: Cache, key: str) -> Answer | None:
             return Answer(config=answer.config, refusal=answer.refusal,
                           failure=answer.failure, how=PEER)  # fmt: skip
     entry, _ = cache.lookup(key, os.environ)
-    return None if entry is None else Answer(config=entry.config, how=CACHE)
+    if entry is None or (noted and cache.take(key, entry.id)):
+        return None
+    return Answer(config=entry.config, how=CACHE)
 
 
 def _evaluate_here(args: Sequence[str]) -> Answer:
@@ -291,13 +295,21 @@ def _check(
     was = (f"{QUEUES}={before.queues} was set from it" if before.queues is not None
            else "nothing was set from it")  # fmt: skip
     after = conclude(os.environ, launch, fresh.result())
+    if (before.level, before.queues) == (after.level, after.queues):
+        # Other inputs, the same value (the lanes differ, Q does not): what the
+        # launch was given is right; the entry is stored anew where it can be.
+        _write(out, Verdict(SAME).to_json())
+        return
     found = str(fresh.refusal) if after.rec is None else value_words(after.rec)
     if stored:
         then = f"the cache now holds {after.queues} for the next launch"
     else:  # a wrong entry must not stay
-        with contextlib.suppress(OSError):
+        try:
             cache.remove(key)
-        then = "the cache no longer holds it: the next launch evaluates again"
+            then = "the cache no longer holds it: the next launch evaluates again"
+        except OSError as exc:  # then it is taken no more than the bound allows
+            then = (f"the cache cannot drop it ({exc.strerror}): it is taken at most"
+                    f" {MAX_UNCHECKED} times unchecked")  # fmt: skip
     _say(options, Outcome(
         WARNING, f"{CHECKED} was stale: {was}; evaluated again: {found}", then,
     ))  # fmt: skip

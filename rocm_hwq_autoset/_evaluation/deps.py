@@ -36,7 +36,8 @@ down here and in docs/design.md ("The cache of evaluations"):
   whatever walked the environment before. Not counted: a variable read *inside*
   a walk over the whole environment (the key a loop over ``os.environ`` just
   gave, ``items()``, ``values()``, ``copy()``, ``dict(os.environ)``); per-rank
-  and per-job identifiers, ``TMPDIR``, shell bookkeeping (:data:`NOT_CONFIG`);
+  and per-job identifiers, ``TMPDIR``, shell bookkeeping (:data:`NOT_CONFIG`),
+  but for a folder variable under whose value it read a file or a directory;
   the visible GPUs (their count is in the key); this package's own variables.
 
 Stamps are taken when a file is read or a directory listed; when something
@@ -156,6 +157,19 @@ def counts_by_presence(name: str) -> bool:
     does not count by value counts by whether it is set: a per-job identifier
     differs between jobs, but a config may build another variant under Slurm."""
     return not counts(name) and name not in DEVICES and not name.startswith(OURS)
+
+
+def _names_a_folder_read(value: str | None, paths: list[str]) -> bool:
+    """Whether a variable's value is a folder under which the evaluation read
+    something: then a per-job folder (``TMPDIR``, ``SLURM_JOB_TMPDIR`` ...)
+    counts after all, as a config reading ``$TMPDIR/tp.txt`` depends on which
+    job's file it is (its path is recorded as it was, another job's folder
+    is not looked at)."""
+    if not value or not os.path.isabs(value):
+        return False
+    folder = os.path.normpath(value)
+    inside = folder.rstrip(os.sep) + os.sep
+    return any(path == folder or path.startswith(inside) for path in paths)
 
 
 def _virtual(path: str) -> bool:
@@ -391,11 +405,17 @@ class Recorder:
             # Racy as of the listing (the evaluation's own __pycache__ may
             # have been made in it since it began).
             lists.append([path, now, listing, _racy(now, when - RACY_NS)])
+        paths = [*files, *(str(d[0]) for d in dirs), *(str(x[0]) for x in lists)]
         return {
             "files": [[p, *s] for p, s in sorted(files.items())],
             "dirs": dirs,
             "lists": lists,
-            "env": {k: v for k, v in sorted(self.read.items()) if counts(k)},
+            "env": {
+                name: value
+                for name, value in sorted(self.read.items())
+                if counts(name)
+                or (counts_by_presence(name) and _names_a_folder_read(value, paths))
+            },
             "present": dict(sorted(self.present.items())),
         }
 

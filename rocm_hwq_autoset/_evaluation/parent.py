@@ -220,6 +220,9 @@ def lookup_or_spawn(
     found.switch_error, found.no_cache = switch_error, no_cache
     if cache is not None and not fresh:
         found.hit, found.missed = cache.lookup(found.key, environ)
+        if found.hit is not None and checks:
+            found.missed = cache.take(found.key, found.hit.id)
+            found.hit = None if found.missed else found.hit
         if found.hit is not None:
             return found
     try:
@@ -286,9 +289,7 @@ def start(launch: Launch, apply: Apply) -> None:
         before = dict(environ)  # as the child of a launch that missed sees it
         outcome = conclude(environ, launch, found.hit.config, cached=True)
         apply(outcome)
-        if ours:
-            with contextlib.suppress(OSError):  # then the bound is not kept
-                found.cache.served(found.key, found.hit.id)
+        if ours:  # the hit is noted (lookup_or_spawn): now it is checked
             check = start_check(launch, before, found.cache, found.key,
                                 found.hit.config, apply)  # fmt: skip
             if check is not None and not launch.in_process:

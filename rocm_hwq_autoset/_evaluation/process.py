@@ -45,22 +45,26 @@ Interpreter = tuple[tuple[str, ...], "str | None"]
 def interpreter_of(launch: Launch, environ: Mapping[str, str]) -> Interpreter:
     """How the interpreter that runs the training finds modules, so that the
     child imports the recipe, its helpers and torchtitan from where the
-    training will: its options ``-I``, ``-E``, ``-s``, ``-P`` (this process's,
-    when the training runs here; torchrun starts its workers with none), and
+    training will: its options ``-I``, ``-E``, ``-s``, ``-P`` and those that
+    change how code runs (this process's, when the training runs here; torchrun
+    starts its workers with none), and
     what goes first on ``sys.path``: the script's directory (symlinks
     resolved, as CPython does), the working directory for ``-m`` and ``-c``,
     nothing in safe-path or isolated mode."""
     kind, name = launch.program
     if launch.in_process:
-        flags = tuple(
-            flag
-            for flag, on in (
-                ("-I", sys.flags.isolated),
-                ("-E", sys.flags.ignore_environment),
-                ("-s", sys.flags.no_user_site),
-                ("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+
+        flags = (
+            tuple(
+                flag
+                for flag, on in (
+                    ("-I", sys.flags.isolated),
+                    ("-E", sys.flags.ignore_environment),
+                    ("-s", sys.flags.no_user_site),
+                    ("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+
+                )
+                if on
             )
-            if on
+            + running_options()
         )
         safe = bool(sys.flags.isolated or getattr(sys.flags, "safe_path", False))
     else:  # a worker: ``python -u PROGRAM``, in this environment
@@ -71,6 +75,20 @@ def interpreter_of(launch: Launch, environ: Mapping[str, str]) -> Interpreter:
     if kind == "script":
         return flags, os.path.dirname(os.path.realpath(name))
     return flags, os.getcwd()
+
+
+def running_options() -> tuple[str, ...]:
+    """This interpreter's options that change how the config's code runs, as
+    options again: ``-O`` (``__debug__``, asserts), ``-b``, each ``-W`` and
+    ``-X`` (``dev``, ``utf8`` ...), in the order CPython keeps them. The
+    environment's (``PYTHONOPTIMIZE`` ...) reach the child with the
+    environment."""
+    options = ["-O"] * sys.flags.optimize + ["-b"] * sys.flags.bytes_warning
+    for warning in sys.warnoptions:
+        options += ["-W", warning]
+    for name, value in sys._xoptions.items():
+        options += ["-X", name if value is True else f"{name}={value}"]
+    return tuple(options)
 
 
 #: The folder this package is imported from, where the child finds it before

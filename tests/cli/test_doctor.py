@@ -332,9 +332,9 @@ def test_a_read_only_cache_is_said_with_what_it_costs(
 
     monkeypatch.setattr(_doctor.os, "access", access)
     assert rows(cache_checks()) == [
-        ("FAIL", "cache", f"{cache}: read-only, 1 entry used as they are; no new one"
-         " is stored, so each --module launch not among them evaluates again"
-         " (seconds each)")
+        ("FAIL", "cache", f"{cache}: read-only, 1 entry, none taken (no use of one"
+         " can be noted, and an entry is taken at most 2 times unchecked); none is"
+         " stored: every --module launch evaluates again (seconds each)")
     ]  # fmt: skip
     assert asked == [(str(cache), os.W_OK | os.X_OK)]
 

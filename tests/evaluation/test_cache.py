@@ -158,9 +158,12 @@ def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert key(args, {"RANK": "3", "SLURM_JOB_ID": "7", "WORLD_SIZE": "8"}) == base
     assert key([*args, "--parallelism.tensor_parallel_degree=2"], {}) != base
     assert key(args[::-1], {}) != base
+    # and what the interpreter reads before any code: PYTHONOPTIMIZE=1 makes
+    # __debug__ false (was: one entry for both, a wrong Q every other job)
     for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-                 "PYTHONPATH"):  # fmt: skip
-        assert key(args, {name: "0"}) != base
+                 "PYTHONPATH", "PYTHONOPTIMIZE", "PYTHONDEVMODE", "PYTHONWARNINGS",
+                 "PYTHONUTF8", "PYTHON_CPU_COUNT"):  # fmt: skip
+        assert key(args, {name: "0"}) != base, name
     (tmp_path / "other").mkdir()
     monkeypatch.chdir(tmp_path / "other")
     assert key(args, {}) != base
@@ -289,10 +292,10 @@ def test_an_entry_that_cannot_be_trusted_is_ignored(
     assert found is None and why.startswith(said), why
 
 
-def test_an_entry_on_a_read_only_mount_is_still_used(
+def test_an_entry_whose_time_cannot_be_marked_is_still_used(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Marking it recently used fails there: no matter."""
+    """Marking it recently used (for pruning) fails: no matter."""
     cache.store("k", CONFIG, NO_DEPS)
 
     def read_only(path: str) -> None:
@@ -300,6 +303,51 @@ def test_an_entry_on_a_read_only_mount_is_still_used(
 
     monkeypatch.setattr(_cache.os, "utime", read_only)
     assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
+
+
+def test_a_read_only_cache_has_no_entry_to_take(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only mount, chattr +i (the kernel's answer, os.access): no use of
+    an entry can be noted there, so none is taken, by any rank; was: taken,
+    unbounded, a stale one again and again (issue #28). The real mount:
+    tests/e2e/test_doctor.py."""
+    cache.store("k", CONFIG, NO_DEPS)
+    asked = []
+
+    def access(path: str, mode: int) -> bool:
+        asked.append((path, mode))
+        return False
+
+    monkeypatch.setattr(_cache.os, "access", access)
+    assert cache.lookup("k", {}) == (
+        None, "read-only: no use of an entry can be noted, none is taken"
+    )  # fmt: skip
+    assert asked == [(cache.path, os.W_OK | os.X_OK)]
+    monkeypatch.undo()
+    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
+
+
+@pytest.mark.parametrize("noted", [True, False])
+def test_an_entry_is_taken_only_where_its_use_is_noted(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch, noted: bool
+) -> None:
+    """A full disk (or a race with a remount): the bound could not be kept."""
+    cache.store("k", CONFIG, NO_DEPS)
+    entry, _ = cache.lookup("k", {})
+    assert entry is not None
+    if not noted:
+
+        def full(*args: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(cache, "served", full)
+        assert cache.take("k", entry.id) == (
+            "cannot note that the entry is taken (No space left on device)"
+        )
+        return
+    assert cache.take("k", entry.id) == ""
+    assert cache.unchecked("k", entry.id) == 1
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")

@@ -458,3 +458,36 @@ def test_a_check_adds_no_dependency_the_evaluation_had_not(
     assert json.loads(process.stdout) == {"verdict": "same"}
     after = json.loads(entry.read_text())["deps"]["env"]
     assert after == before and "WORLD_SIZE" not in after
+
+
+@pytest.mark.forked  # the node's lock _found takes is held until the process ends
+@pytest.mark.parametrize("noted", [True, False])
+def test_the_entry_the_nodes_child_takes_is_noted_or_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, noted: bool
+) -> None:
+    """The child of the node's one process (``--checks``) notes the entry it
+    takes as the launcher notes its hit (the bound on unchecked hits); where
+    that cannot be done it takes nothing and evaluates. Was: the child's hit
+    was never counted (issue #28)."""
+    from rocm_hwq_autoset._model import Config
+    from tests.fake_child import INPUTS, SETTINGS
+
+    cache = Cache(str(tmp_path))
+    config = Config(INPUTS, SETTINGS)
+    cache.store("k" * 32, config, {"files": [], "dirs": [], "lists": [], "env": {}})
+    if not noted:
+
+        def full(*args: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(Cache, "served", full)
+    found = child_module._found(cache, "k" * 32, noted=True)
+    entry, why = cache.lookup("k" * 32, os.environ)
+    assert entry is not None, why
+    if noted:
+        assert found is not None and found.config is not None
+        assert found.config.inputs.as_dict() == INPUTS.as_dict()
+        assert cache.unchecked("k" * 32, entry.id) == 1
+    else:
+        assert found is None  # this child evaluates
+        assert cache.unchecked("k" * 32, entry.id) == 0

@@ -575,6 +575,29 @@ def test_tmpdir_read_by_tempfile_does_not_miss(workdir: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "read", ["open(os.path.join(tempfile.gettempdir(), 'tp.txt')).read()",
+             "os.listdir(os.environ['SLURM_JOB_TMPDIR'])"],
+)  # fmt: skip
+def test_a_file_read_in_the_jobs_own_folder_makes_the_folder_count(
+    workdir: Path, read: str
+) -> None:
+    """A config that reads ``$TMPDIR/tp.txt``: a new job's folder (another
+    file there) must miss. Was: a hit with the last job's answer (its file was
+    recorded by its path, and TMPDIR never counted)."""
+    first = workdir.parent / "job-1"
+    first.mkdir()
+    (first / "tp.txt").write_text("2")
+    body = f"import os, tempfile\n{read}"
+    deps = run(workdir, body, TMPDIR=str(first), SLURM_JOB_TMPDIR=str(first))
+    name = "TMPDIR" if "tempfile" in read else "SLURM_JOB_TMPDIR"
+    assert deps["env"][name] == str(first)
+    then = {"TMPDIR": str(first), "SLURM_JOB_TMPDIR": str(first)}
+    assert changed(deps, then) is None
+    now = {**then, name: str(workdir.parent / "job-2")}
+    assert changed(deps, now) == f"{name} changed"
+
+
+@pytest.mark.parametrize(
     "name",
     ["my_helper.123.log", "my_recipes.77.out", "my_helper.py.orig", "my_helper.txt"],
 )

@@ -332,9 +332,10 @@ def test_the_child_never_outlives_its_parent(
 class Flags:
     """``sys.flags`` as a test sets it."""
 
-    def __init__(self, **on: bool) -> None:
-        for name in ("isolated", "ignore_environment", "no_user_site", "safe_path"):
-            setattr(self, name, on.get(name, False))
+    def __init__(self, **on: int) -> None:
+        for name in ("isolated", "ignore_environment", "no_user_site", "safe_path",
+                     "optimize", "bytes_warning"):  # fmt: skip
+            setattr(self, name, on.get(name, 0))
 
 
 def test_the_interpreter_the_training_runs_with(
@@ -350,6 +351,8 @@ def test_the_interpreter_the_training_runs_with(
     script = ("script", str(tmp_path / "link" / "train.py"))
     module = ("module", "torchtitan.train")
     monkeypatch.setattr(sys, "flags", Flags())
+    monkeypatch.setattr(sys, "warnoptions", [])
+    monkeypatch.setattr(sys, "_xoptions", {})
     here = Launch(MODULE_FORM, ARGS, True, script)
     assert process.interpreter_of(here, {}) == ((), str(real))
     assert process.interpreter_of(Launch(MODULE_FORM, ARGS, True, module), {}) == (
@@ -392,3 +395,36 @@ def test_a_copy_made_by_fork_lets_go_and_never_ends_the_child(
     assert child.process.poll() is None  # the copy left it alone
     child.end()
     assert child.process.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    ("options", "passed"),
+    [
+        ([], []),
+        (["-O"], ["-O"]),
+        (["-OO", "-b"], ["-O", "-O", "-b", "-W", "default::BytesWarning"]),
+        (["-W", "error::DeprecationWarning"], ["-W", "error::DeprecationWarning"]),
+        (["-X", "utf8=0", "-X", "warn_default_encoding"],
+         ["-X", "utf8=0", "-X", "warn_default_encoding"]),
+    ],
+)  # fmt: skip
+def test_the_options_that_change_how_code_runs_reach_the_child(
+    options: list[str], passed: list[str]
+) -> None:
+    """``python -O -m torchtitan.train --module ...``: the config's asserts and
+    ``__debug__`` as the training has them, in the child and in the cache's
+    key. Was: the child ran without ``-O``, so even the cache off answered for
+    another program (issue #28, an adversarial try-out)."""
+    code = (
+        "import json, sys\n"
+        "from rocm_hwq_autoset._argv import Launch\n"
+        "from rocm_hwq_autoset._evaluation.process import interpreter_of\n"
+        "launch = Launch('--module', ['--module', 'm', '--config', 'c'], True,"
+        " ('module', 'torchtitan.train'))\n"
+        "print(json.dumps(interpreter_of(launch, {})[0]))"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, *options, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == passed

@@ -210,6 +210,33 @@ def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
     assert isinstance(waiter, Installed) and "--check" not in argv
 
 
+@pytest.mark.parametrize("rank", ["", "1"])
+def test_a_hit_whose_use_cannot_be_noted_is_evaluated_before_training(
+    starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str
+) -> None:
+    """The node's one process notes each hit it takes (the bound on unchecked
+    hits); where that fails it evaluates, and says why in verbose mode. Was:
+    the failure ignored, the bound not kept (issue #28). Another rank notes
+    nothing, and takes the hit."""
+    if rank:
+        monkeypatch.setenv("LOCAL_RANK", rank)
+    store_entry()
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Cache, "served", full)
+    said, waiter, argv = starting(pending())
+    if rank:
+        assert said[0].level == "set" and waiter is None
+        return
+    assert [o.message for o in said] == [
+        "cache: cannot note that the entry is taken (No space left on device);"
+        " evaluating"
+    ]
+    assert isinstance(waiter, Installed) and "--check" not in argv
+
+
 def test_a_check_that_cannot_start_leaves_the_cached_value(
     starting: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
