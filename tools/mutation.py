@@ -522,6 +522,16 @@ def prepare(resume: bool) -> None:
         "# Written by tools/mutation.py: child interpreters load the hooks too.\n"
         "import mutation_hooks  # noqa: F401\n"
     )
+    # The --module child starts under ``python -S`` (process.BOOT) and imports
+    # the package from its folder, mutants/, before its site runs: a mutated
+    # module's first import, mutmut's trampoline, is found there too.
+    import mutmut
+
+    installed = Path(mutmut.__file__).parent
+    for source in (installed, *installed.parent.glob("mutmut-*.dist-info")):
+        link = MUTANTS / source.name
+        if not link.is_symlink():
+            link.symlink_to(source, target_is_directory=True)
     if not resume:
         # The tests may have changed since the last run: which tests run which
         # function is learnt again.

@@ -50,7 +50,17 @@ MUTANT = "MUTANT_UNDER_TEST"
 HITS = "MUTATION_HITS"
 
 #: ``os.environ`` as the interpreter started: a recorder may replace the name.
+#: The ``--module`` child runs ``site`` (and so this module) recorded: then a
+#: plain mapping over the recorder's variables, which records nothing.
 _environ = os.environ
+if type(_environ) is not os._Environ:
+    _environ = os._Environ(
+        _environ._data,  # type: ignore[attr-defined]
+        _environ.encodekey,  # type: ignore[attr-defined]
+        _environ.decodekey,  # type: ignore[attr-defined]
+        _environ.encodevalue,  # type: ignore[attr-defined]
+        _environ.decodevalue,  # type: ignore[attr-defined]
+    )
 #: The process that runs pytest for mutmut; None in every other process.
 _main_pid: int | None = None
 #: The names this process has written to ``MUTATION_HITS``: each once.
