@@ -427,11 +427,12 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
 
 
 def _field_for(name: str) -> tuple[str, bool] | None:
-    """The field a normalized flag name sets, and whether it is a ``no_`` flag;
-    None for a flag of no field of ours."""
+    """The field a normalized flag name sets, and whether it is a ``no_`` flag
+    (tyro's ``no-`` stands before the last part: ``--compile.no-enable_passes``,
+    ``--compile.ep-overlap.no-enabled``); None for a flag of no field of ours."""
     if name in FIELDS:
         return name, False
-    section, _, rest = name.partition(".")
+    section, _, rest = name.rpartition(".")
     key = f"{section}.{rest[3:]}"
     if rest.startswith("no_") and key in FIELDS and FIELDS[key][0] == "bool":
         return key, True
@@ -454,7 +455,7 @@ def suggest_flag(flag: str) -> str | None:
     name = flag.partition("=")[0][2:].replace("-", "_")
     if not flag.startswith("--") or "." not in name:
         return None
-    section, _, rest = name.partition(".")
+    section, _, rest = name.rpartition(".")
     if rest.startswith("no_"):
         positive = near_miss(f"{section}.{rest[3:]}")
         if positive is not None and FIELDS[positive][0] == "bool":
@@ -464,7 +465,7 @@ def suggest_flag(flag: str) -> str | None:
 
 
 def _negation(key: str) -> str:
-    section, _, name = key.partition(".")
+    section, _, name = key.rpartition(".")
     return f"{section}.no-{name}"
 
 

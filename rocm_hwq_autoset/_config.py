@@ -47,8 +47,10 @@ class ConfigError(ValueError):
 DEFAULT, CLI, TOML, CONFIG = "default", "CLI", "TOML", "config"
 
 #: The fields the model reads: ``section.name`` (as in TOML and on the command
-#: line) -> (kind, torchtitan's default). Kinds: ``int``, ``bool``, ``str``,
-#: ``list`` (of strings).
+#: line; ``section.table.name`` for a field of a nested table) -> (kind,
+#: torchtitan's default). Kinds: ``int``, ``bool``, ``str``, ``list`` (of
+#: strings). The last four are read for the GPU streams PR #4032's model
+#: leaves out (``_model.LEFT_OUT``), not for Q.
 FIELDS: dict[str, tuple[str, Value]] = {
     "model.name": ("str", "llama3"),
     "model.flavor": ("str", "debugmodel"),
@@ -62,9 +64,18 @@ FIELDS: dict[str, tuple[str, Value]] = {
     "compile.disable_passes": ("list", ()),
     "compile.enable_fsdp_ag_rs_overlap": ("bool", False),
     "compile.passes": ("list", ()),
+    # Async TP: the TOML era's field (``job_config.py``, ``Parallelism``), and
+    # torchtitan 0.3.0's (``config/configs.py``, ``CompileConfig``).
+    "parallelism.enable_async_tensor_parallel": ("bool", False),
+    "compile.enable_async_tensor_parallel": ("bool", False),
+    # graph_trainer's EP overlap (``GraphTrainerCompileConfig.ep_overlap``,
+    # ``EpOverlapConfig.enabled``), which isolates the expert all-to-alls.
+    "compile.ep_overlap.enabled": ("bool", False),
+    # torchtitan 0.3.0's core trainer (``config/configs.py``, ``TrainingConfig``).
+    "training.disable_cuda_graphs": ("bool", False),
 }
 #: The sections those fields live in.
-SECTIONS = ("model", "parallelism", "compile")
+SECTIONS = ("model", "parallelism", "compile", "training")
 
 
 class Setting:
@@ -137,7 +148,9 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
         holder = getattr(config, section, None)
         if holder is None and section == "model":  # Trainer.Config: model_spec
             holder = getattr(config, "model_spec", None)
-        found = getattr(holder, name, None)
+        found = holder
+        for part in name.split("."):  # a nested table's field: one at a time
+            found = getattr(found, part, None)
         if key in overrides:
             settings[key] = Setting(overrides[key], CLI)
         elif found is None:
@@ -151,17 +164,22 @@ def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Set
 
 
 def _lookup(config: Mapping[str, Any] | None, key: str, where: str) -> Any:
+    """The value at ``key`` (its dotted path) in a parsed TOML config, or
+    ``_MISSING``; ``ConfigError`` names a table on the path that is no table."""
     if config is None:
         return _MISSING
-    section_name, _, name = key.partition(".")
-    section = config.get(section_name, _MISSING)
-    if section is _MISSING:
-        return _MISSING
-    if not isinstance(section, Mapping):
-        raise ConfigError(
-            f"a {type(section).__name__}, not a table", _named(where, section_name)
-        )
-    return section.get(name, _MISSING)
+    *tables, name = key.split(".")
+    found: Any = config
+    for depth, table in enumerate(tables):
+        found = found.get(table, _MISSING)
+        if found is _MISSING:
+            return _MISSING
+        if not isinstance(found, Mapping):
+            path = ".".join(tables[: depth + 1])
+            raise ConfigError(
+                f"a {type(found).__name__}, not a table", _named(where, path)
+            )
+    return found.get(name, _MISSING)
 
 
 _KIND_NAMES = {
@@ -221,8 +239,7 @@ MAX_EDITS = 2
 TORCHTITAN_FIELDS = frozenset({
     "model.hf_assets_path", "model.tokenizer_path", "model.converters",
     "model.print_after_conversion", "parallelism.fsdp_reshard_after_forward",
-    "parallelism.disable_loss_parallel", "parallelism.enable_async_tensor_parallel",
-    "parallelism.module_fqns_per_model_part",
+    "parallelism.disable_loss_parallel", "parallelism.module_fqns_per_model_part",
     "parallelism.pipeline_parallel_first_stage_less_layers",
     "parallelism.pipeline_parallel_last_stage_less_layers",
     "parallelism.pipeline_parallel_layers_per_stage",
@@ -298,13 +315,21 @@ def check_near_misses(config: Mapping[str, Any], where: str) -> None:
                         _named(where, f"[{section}]"),
                     )
         elif isinstance(table, Mapping):
-            for key in table:
-                meant = near_miss(f"{section}.{key}")
-                if meant is not None:
-                    raise ConfigError(
-                        f"not a torchtitan field; did you mean {meant}?",
-                        _named(where, f"{section}.{key}"),
-                    )
+            _check_table(table, section, where)
+
+
+def _check_table(table: Mapping[str, Any], path: str, where: str) -> None:
+    """A table's keys (and a nested table's: ``[compile.ep_overlap]``) held
+    against the fields the model reads."""
+    for key, value in table.items():
+        meant = near_miss(f"{path}.{key}")
+        if meant is not None:
+            raise ConfigError(
+                f"not a torchtitan field; did you mean {meant}?",
+                _named(where, f"{path}.{key}"),
+            )
+        if isinstance(value, Mapping):
+            _check_table(value, f"{path}.{key}", where)
 
 
 # Reading a small file without ever blocking, following a loop or filling memory:

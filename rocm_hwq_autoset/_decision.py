@@ -39,7 +39,15 @@ from ._environ import (
     switch,
 )
 from ._environ import world_size as _world_size
-from ._model import Config, Inputs, Recommendation, decode_inputs, read_inputs
+from ._model import (
+    LEFT_OUT,
+    Config,
+    Inputs,
+    Recommendation,
+    decode_inputs,
+    read_inputs,
+    verify_command,
+)
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -113,7 +121,9 @@ class Outcome:
         """The line a process with ``environ`` says for it, prefix and newline
         included, or None when it says nothing: by default once per node (the
         launcher, or local rank 0) and never for a skip; every rank and every
-        skip in verbose mode; nothing when quiet."""
+        skip in verbose mode; nothing when quiet. In verbose mode a
+        recommendation's line is followed by one line for each stream the
+        model leaves out that the config turns on (:func:`left_out_lines`)."""
         level, _ = log_level(environ)
         if level == QUIET:
             return None
@@ -122,7 +132,10 @@ class Outcome:
         lead = {SET: "", NOTE: "", SKIP: "nothing to do: ", WARNING: "warning: "}[
             self.level
         ]
-        return PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
+        said = PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
+        if level == VERBOSE and self.rec is not None:
+            said += "".join(left_out_lines(self.rec))
+        return said
 
     def __repr__(self) -> str:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
@@ -293,6 +306,22 @@ def _value(
         return Outcome(SKIP, text, rec=rec, marker=marked)
     where = ", from the cached --module/--config evaluation" if cached else ""
     return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
+
+
+def left_out_lines(rec: Recommendation) -> list[str]:
+    """One line for each stream PR #4032's model leaves out that ``rec``'s
+    config turns on: its lane name, why Q leaves it out, and the ``verify``
+    command that settles it (the line's tail: never cut)."""
+    return [
+        PREFIX
+        + fit(
+            f"also {lane}, a GPU stream Q leaves out: {LEFT_OUT[lane][0]}",
+            f"check it on a profiler trace: {verify_command(lane, rec.queues)}",
+            MAX_LINE - len(PREFIX),
+        )
+        + "\n"
+        for lane in rec.left_out_lanes
+    ]
 
 
 def value_words(rec: Recommendation) -> str:

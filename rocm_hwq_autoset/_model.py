@@ -12,12 +12,17 @@ hands to its workers. :class:`Recommendation` applies the model to the inputs
 and the world size (``data_parallel_shard_degree = -1`` resolved as torchtitan's
 ``ParallelDims`` does): every lane, counted or not, with the facts that decided
 it, and Q. Every way to a value goes through it; ``explain`` only formats it.
+
+Beside the lane table, the streams the model leaves out (:data:`LEFT_OUT`):
+GPU streams torchtitan 0.3.0 starts for some configs that PR #4032 has no lane
+for. They never change Q, which stays the PR's; each is said with why Q leaves
+it out and the ``verify`` command that settles it on a profiler trace.
 """
 
 from __future__ import annotations
 
 from ._config import ConfigError
-from ._environ import MODULE_FORM, TOML_FORM
+from ._environ import MODULE_FORM, NAME, TOML_FORM
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -38,6 +43,9 @@ DENSE_MODELS = frozenset({"llama3", "llama3_ft", "flux", "vlm", "qwen3"})
 #: era's ``compiler_toolkit``.
 CUDAGRAPH_PASS = "cudagraph_pass"
 CUDAGRAPH_TOOLKIT_PASS = "cudagraph"
+#: graph_trainer's pass that gives the expert all-to-alls a process group of
+#: their own (``ep_process_group_pass.py``); ``disable_passes`` may name it.
+ISOLATE_EP_PASS = "isolate_ep_process_group_pass"
 
 #: How MoE was decided: the model table, the expert degree (a model the table
 #: does not know), ``MoE.Config`` in the model spec, or given by the caller.
@@ -50,6 +58,10 @@ CONTEXT = "parallelism.context_parallel_degree"
 PIPELINE = "parallelism.pipeline_parallel_degree"
 EXPERT = "parallelism.expert_parallel_degree"
 OVERLAP = "compile.enable_fsdp_ag_rs_overlap"
+ASYNC_TP_TOML = "parallelism.enable_async_tensor_parallel"
+ASYNC_TP = "compile.enable_async_tensor_parallel"
+EP_OVERLAP = "compile.ep_overlap.enabled"
+NO_CUDA_GRAPHS = "training.disable_cuda_graphs"
 
 
 #: The kinds of the model's inputs: a parallel degree (>= 1), the shard degree
@@ -60,13 +72,19 @@ INPUT_KINDS: dict[str, str | tuple[str, ...]] = {
     "dp_shard": SHARD_DEGREE, "dp_replicate": DEGREE, "tp": DEGREE, "cp": DEGREE,
     "pp": DEGREE, "ep": DEGREE, "moe": FLAG, "moe_from": MOE_FROM,
     "cudagraph": FLAG, "overlap": FLAG,
+    # what the streams the model leaves out depend on
+    "async_tp": FLAG, "dist_gemm": FLAG, "ep_isolation": FLAG,
+    "trainer_cudagraph": FLAG,
 }  # fmt: skip
 
 
 class Inputs:
     """What the model needs of a job: the parallel degrees as configured
     (``dp_shard`` may be ``-1``), whether the model is MoE (and how that was
-    decided), whether cudagraph and the FSDP overlap are on."""
+    decided), whether cudagraph and the FSDP overlap are on; and, for the
+    streams it leaves out, whether async TP is asked for, the model has
+    dist-GEMM projections, graph_trainer isolates the expert all-to-alls, and
+    the core trainer asks for CUDA graphs."""
 
     __slots__ = tuple(sorted(INPUT_KINDS))
 
@@ -83,6 +101,10 @@ class Inputs:
         moe_from: str = "given",
         cudagraph: bool = False,
         overlap: bool = False,
+        async_tp: bool = False,
+        dist_gemm: bool = False,
+        ep_isolation: bool = False,
+        trainer_cudagraph: bool = False,
     ) -> None:
         self.dp_shard = dp_shard
         self.dp_replicate = dp_replicate
@@ -94,6 +116,17 @@ class Inputs:
         self.moe_from = moe_from
         self.cudagraph = cudagraph
         self.overlap = overlap
+        self.async_tp = async_tp
+        """``enable_async_tensor_parallel``: the TOML era's in ``parallelism``,
+        torchtitan 0.3.0's in ``compile``."""
+        self.dist_gemm = dist_gemm
+        """The model spec holds dist-GEMM projections (``tp_gemm_backend=
+        "dist_gemm"``): only a ``--module`` evaluation looks."""
+        self.ep_isolation = ep_isolation
+        """graph_trainer's EP overlap runs ``isolate_ep_process_group_pass``."""
+        self.trainer_cudagraph = trainer_cudagraph
+        """The core trainer asks for CUDA graphs (``training.disable_cuda_graphs``
+        false)."""
 
     def as_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in sorted(self.__slots__)}
@@ -129,16 +162,24 @@ def read_inputs(
     moe: tuple[bool, str] | None = None,
     *,
     form: str = TOML_FORM,
+    dist_gemm: bool = False,
 ) -> Inputs:
     """The model's inputs from a config's fields, read as PR #4032 reads a
     config. ``moe`` is ``(is_moe, how)`` where the caller knows (the registry
     form looks into the model spec); else the model table decides.
+    ``dist_gemm``: the model spec holds dist-GEMM projections (the registry
+    form looks; a TOML job config names none).
 
     Cudagraph is on as the PR reads it, ``compile.enable_passes`` and no
     ``cudagraph_pass`` in ``compile.disable_passes``; in a TOML launch
     (``form``), also with ``"cudagraph"`` in ``compile.passes`` (the TOML era's
     ``compiler_toolkit``). A ``--module`` launch (torchtitan 0.3.0, whose
-    ``compile.passes`` means something else) reads the PR's rule alone."""
+    ``compile.passes`` means something else) reads the PR's rule alone.
+
+    For the streams the model leaves out, async TP is either era's field (the
+    other is absent there, so its default); the expert all-to-alls are
+    isolated where graph_trainer runs the pass: ``compile.ep_overlap.enabled``,
+    the passes on and ``isolate_ep_process_group_pass`` not disabled."""
 
     def get(name: str) -> Any:
         return settings[name].value
@@ -151,6 +192,11 @@ def read_inputs(
     )
     if form != MODULE_FORM:
         cudagraph = cudagraph or CUDAGRAPH_TOOLKIT_PASS in get("compile.passes")
+    isolation = (
+        get(EP_OVERLAP)
+        and get("compile.enable_passes")
+        and (ISOLATE_EP_PASS not in get("compile.disable_passes"))
+    )
     return Inputs(
         dp_shard=get(SHARD),
         dp_replicate=get(REPLICATE),
@@ -162,6 +208,10 @@ def read_inputs(
         moe_from=moe[1],
         cudagraph=bool(cudagraph),
         overlap=get(OVERLAP),
+        async_tp=get(ASYNC_TP_TOML) or get(ASYNC_TP),
+        dist_gemm=dist_gemm,
+        ep_isolation=bool(isolation),
+        trainer_cudagraph=not get(NO_CUDA_GRAPHS),
     )
 
 
@@ -176,7 +226,63 @@ FACT_KEYS = {
     "tensor": (TENSOR,),
     "context": (CONTEXT,),
     "cudagraph": ("compile.enable_passes", "compile.disable_passes", "compile.passes"),
+    "async_tp": (ASYNC_TP_TOML, ASYNC_TP),
+    "dist_gemm": (),  # the model spec's projections, no field
+    "ep_isolation": (EP_OVERLAP, "compile.enable_passes", "compile.disable_passes"),
+    "trainer_cudagraph": (NO_CUDA_GRAPHS,),
 }
+
+
+# The streams the model leaves out. Q stays the PR's: they are said, not counted.
+
+#: Each GPU stream a config can turn on (torchtitan 0.3.0) that PR #4032's
+#: model has no lane for: why Q leaves it out, in one clause, and the pool
+#: rule ``verify --pools`` is to judge its trace by (None: the one ``verify``
+#: chooses). The table that decides each is :attr:`Recommendation.left_out`.
+#:
+#: - ``symm_mem``: async TP (inductor's micro-pipeline TP pass) and the
+#:   dist-GEMM projections (``distributed/linear.py``) call
+#:   ``torch.ops.symm_mem`` fused all-gather/reduce-scatter matmuls, which run
+#:   on torch's one symmetric-memory backend stream
+#:   (``torch/distributed/_symmetric_memory``, ``_get_backend_stream``): one
+#:   lane for both, where ``tensor_parallel_degree > 1``.
+#: - ``ep_extra``: graph_trainer's ``isolate_ep_process_group_pass`` gives the
+#:   expert all-to-alls a process group of their own (``ep_extra``) with
+#:   ``is_high_priority_stream=True`` when they share one with another
+#:   collective: a high-priority NCCL stream, in a pool of its own before
+#:   ROCm/rocm-systems#8485 and in the normal one with it (``_pools``).
+#: - ``trainer_cudagraph``: the core trainer's capture stream
+#:   (``distributed/cudagraph.py``) is made on NVIDIA only:
+#:   ``wrap_with_cuda_graph`` runs the step eagerly where ``torch.version.hip``
+#:   is set, whatever ``training.disable_cuda_graphs`` says, so on ROCm it is
+#:   never a stream.
+LEFT_OUT: dict[str, tuple[str, str | None]] = {
+    "symm_mem": (
+        "async TP's and dist-GEMM's fused all-gather/reduce-scatter matmuls run"
+        " on torch's symmetric-memory stream, which PR #4032 has no lane for",
+        None,
+    ),
+    "ep_extra": (
+        "graph_trainer's extra EP group runs the expert all-to-alls on a"
+        " high-priority NCCL stream PR #4032 has no lane for: a pool of its own"
+        " before ROCm/rocm-systems#8485, the normal one with it",
+        "shared",
+    ),
+    "trainer_cudagraph": (
+        "torchtitan 0.3.0 makes the core trainer's CUDA-graph capture stream on"
+        " NVIDIA only: on ROCm it runs the step eagerly",
+        None,
+    ),
+}
+
+
+def verify_command(lane: str, queues: int) -> str:
+    """The ``verify`` command that settles a left-out stream on a profiler
+    trace of the run: its streams per pool against Q (and the pools it is
+    judged by, where the stream's priority matters)."""
+    pools = LEFT_OUT[lane][1]
+    option = "" if pools is None else f" --pools {pools}"
+    return f"{NAME} verify --queues {queues}{option} TRACE"
 
 
 #: The fewest lanes the model counts (compute, all_reduce: every config's),
@@ -206,8 +312,9 @@ def resolve_shard(inputs: Inputs, world_size: int | None) -> int | None:
 class Recommendation:
     """Q for a job, with everything that led to it."""
 
-    __slots__ = ("dp_shard", "facts", "inputs", "lanes", "queues", "settings",
-                 "table", "world_size")  # fmt: skip
+    __slots__ = ("dp_shard", "facts", "inputs", "lanes", "left_out",
+                 "left_out_lanes", "queues", "settings", "table",
+                 "world_size")  # fmt: skip
 
     def __init__(
         self,
@@ -232,8 +339,13 @@ class Recommendation:
             "tensor": inputs.tp > 1,
             "context": inputs.cp > 1,
             "cudagraph": inputs.cudagraph,
+            "async_tp": inputs.async_tp,
+            "dist_gemm": inputs.dist_gemm,
+            "ep_isolation": inputs.ep_isolation,
+            "trainer_cudagraph": inputs.trainer_cudagraph,
         }
-        """Each fact the lanes depend on, true or false."""
+        """Each fact the lanes (and the streams left out) depend on, true or
+        false."""
         f = self.facts
         self.table: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
             ("compute", True, ()),
@@ -255,6 +367,19 @@ class Recommendation:
         """The GPU streams of a step that should each have a queue, in order."""
         self.queues = queues_for(len(self.lanes))
         """The value for ``GPU_MAX_HW_QUEUES``: a power of two."""
+        self.left_out: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
+            ("symm_mem", f["tensor"] and (f["async_tp"] or f["dist_gemm"]),
+             ("tensor", "async_tp", "dist_gemm")),
+            ("ep_extra", f["moe"] and f["expert"] and f["ep_isolation"],
+             ("moe", "expert", "ep_isolation")),
+            # Never on ROCm, whatever the config (LEFT_OUT says why).
+            ("trainer_cudagraph", False, ("trainer_cudagraph",)),
+        )  # fmt: skip
+        """Every stream the model leaves out (:data:`LEFT_OUT`), as the lane
+        table: its name, whether this config turns it on, the facts that
+        decided it. Not counted in Q."""
+        self.left_out_lanes = tuple(name for name, on, _ in self.left_out if on)
+        """The streams left out that this config turns on, in order."""
 
     def __repr__(self) -> str:
         return f"Recommendation(queues={self.queues}, lanes={self.lanes!r})"

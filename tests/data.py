@@ -47,25 +47,28 @@ def corpus_dir(folder: Path) -> Path:
 # Job configs. One row per config torchtitan shipped (named after its path in
 # torchtitan, "/" as "__"): model.name, model.flavor, the parallel degrees the
 # file sets (r: data_parallel_replicate, s: data_parallel_shard, t: tensor,
-# p: pipeline, c: context, e: expert), compile.enable (None: no [compile]
-# table), and job.custom_config_module ("" when unset: then torchtitan refuses
-# unknown fields, and so do we for a near miss). No file sets a compile field
-# the model reads; each gets a few fields the model does not read.
+# p: pipeline, c: context, e: expert) and its enable_async_tensor_parallel (a0:
+# false, a1: true; read for the streams the model leaves out), compile.enable
+# (None: no [compile] table), and job.custom_config_module ("" when unset: then
+# torchtitan refuses unknown fields, and so do we for a near miss). No file sets
+# a compile field the model reads; each gets a few fields the model does not
+# read.
 
 CONFIGS: dict[str, tuple[str, str, str, bool | None, str]] = {
     "experiments__transformers_modeling_backend__debug_model.toml": (
-        "transformers_modeling_backend", "debugmodel", "r1 s-1 t1 p1 c1 e1", False, ""),
+        "transformers_modeling_backend", "debugmodel", "r1 s-1 t1 a0 p1 c1 e1",
+        False, ""),
     "experiments__transformers_modeling_backend__full.toml": (
-        "transformers_modeling_backend", "full", "r1 s-1 t1 p1 c1 e1", False, ""),
+        "transformers_modeling_backend", "full", "r1 s-1 t1 a0 p1 c1 e1", False, ""),
     "experiments__vlm__debug_model.toml": (
-        "vlm", "debugmodel", "r1 s-1 t1 p1 c1", False,
+        "vlm", "debugmodel", "r1 s-1 t1 a0 p1 c1", False,
         "torchtitan.experiments.vlm.job_config"),
     "models__deepseek_v3__debug_model.toml": (
-        "deepseek_v3", "debugmodel", "r1 s-1 t1 p1 c1 e1", False, ""),
+        "deepseek_v3", "debugmodel", "r1 s-1 t1 a0 p1 c1 e1", False, ""),
     "models__deepseek_v3__deepseek_v3_16b.toml": (
-        "deepseek_v3", "16B", "r1 s-1 t1 p1 e8", True, ""),
+        "deepseek_v3", "16B", "r1 s-1 t1 a0 p1 e8", True, ""),
     "models__deepseek_v3__deepseek_v3_671b.toml": (
-        "deepseek_v3", "671B", "r1 s-1 t1 p1 e1", True, ""),
+        "deepseek_v3", "671B", "r1 s-1 t1 a0 p1 e1", True, ""),
     "models__flux__debug_model.toml": (
         "flux", "flux-debug", "r1 s-1 c1", None, "torchtitan.models.flux.job_config"),
     "models__flux__flux_dev_model.toml": (
@@ -73,28 +76,29 @@ CONFIGS: dict[str, tuple[str, str, str, bool | None, str]] = {
     "models__flux__flux_schnell_model.toml": (
         "flux", "flux-schnell", "r1 s-1", None, "torchtitan.models.flux.job_config"),
     "models__gpt_oss__debug_model.toml": (
-        "gpt_oss", "debugmodel", "r1 s-1 t1 e1", False, ""),
+        "gpt_oss", "debugmodel", "r1 s-1 t1 a0 e1", False, ""),
     "models__llama3__debug_model.toml": (
-        "llama3", "debugmodel", "r1 s-1 t1 p1 c1", False, ""),
-    "models__llama3__llama3_405b.toml": ("llama3", "405B", "r1 s-1 t8 p1 c1", True, ""),
+        "llama3", "debugmodel", "r1 s-1 t1 a0 p1 c1", False, ""),
+    "models__llama3__llama3_405b.toml": (
+        "llama3", "405B", "r1 s-1 t8 a1 p1 c1", True, ""),
     "models__llama3__llama3_70b.toml": ("llama3", "70B", "r1 s-1 t8 p1 c1", False, ""),
     "models__llama3__llama3_8b.toml": ("llama3", "8B", "r1 s-1 t1 p1 c1", False, ""),
     "models__llama3_ft__debug_model.toml": (
-        "llama3", "debugmodel", "r1 s-1 t1 p1 c1", False,
+        "llama3", "debugmodel", "r1 s-1 t1 a0 p1 c1", False,
         "torchtitan.components.ft.config"),
     "models__llama4__debug_model.toml": (
-        "llama4", "debugmodel", "r1 s-1 t1 p1 c1 e1", False, ""),
+        "llama4", "debugmodel", "r1 s-1 t1 a0 p1 c1 e1", False, ""),
     "models__llama4__llama4_17bx128e.toml": (
-        "llama4", "17bx128e", "r1 s-1 t8 p4 c1 e1", False, ""),
+        "llama4", "17bx128e", "r1 s-1 t8 a0 p4 c1 e1", False, ""),
     "models__llama4__llama4_17bx16e.toml": (
-        "llama4", "17bx16e", "r1 s-1 t8 p1 c1 e1", False, ""),
+        "llama4", "17bx16e", "r1 s-1 t8 a0 p1 c1 e1", False, ""),
     "models__qwen3__qwen3_0.6b.toml": ("qwen3", "0.6B", "r1 s-1 t1 c1", False, ""),
     "models__qwen3__qwen3_1.7b.toml": ("qwen3", "1.7B", "r1 s-1 t1 c1", False, ""),
     "models__qwen3__qwen3_32b.toml": ("qwen3", "32B", "r1 s-1 t1 c1", False, ""),
     "models__qwen3__qwen3_moe_debug.toml": (
-        "qwen3", "debugmodel_moe", "r1 s-1 t1 e1", False, ""),
+        "qwen3", "debugmodel_moe", "r1 s-1 t1 a0 e1", False, ""),
     "tests__integration_tests__base_config.toml": (
-        "llama3", "debugmodel", "r1 s-1 t1 p1 c1 e1", False, ""),
+        "llama3", "debugmodel", "r1 s-1 t1 a0 p1 c1 e1", False, ""),
 }  # fmt: skip
 
 DEGREES = {
@@ -125,6 +129,9 @@ def job_toml(name: str) -> str:
               "", "[training]", "local_batch_size = 2", "steps = 10",
               "", "[parallelism]"]  # fmt: skip
     for item in degrees.split():
+        if item[0] == "a":
+            lines.append(f"enable_async_tensor_parallel = {item == 'a1'}".lower())
+            continue
         lines.append(f"{DEGREES[item[0]]} = {int(item[1:])}")
     lines.append('fsdp_reshard_after_forward = "default"')
     if compile_enable is not None:
@@ -181,6 +188,10 @@ EXPECTED = {
     "models__qwen3__qwen3_moe_debug.toml": (BASE, OV_EP, TG),
     "tests__integration_tests__base_config.toml": (BASE, OV, TG),
 }  # fmt: skip
+
+#: The streams PR #4032's model leaves out that a config turns on as shipped
+#: (none elsewhere): llama3 405B's async TP with tensor parallelism 8.
+LEFT_OUT_EXPECTED = {"models__llama3__llama3_405b.toml": ("symm_mem",)}
 
 EP2_OVERLAP = [
     "--parallelism.expert_parallel_degree",

@@ -84,30 +84,6 @@ EQUIVALENT: list[Equivalent] = [
     # The start-up path.
     Equivalent(
         "_argv",
-        "_negation",
-        'section, _, name = key.partition(".")',
-        'section, _, name = key.rpartition(".")',
-        "Every field name has exactly one dot (FIELDS): both split it alike.",
-    ),
-    Equivalent(
-        "_argv",
-        "_field_for",
-        'section, _, rest = name.partition(".")',
-        'section, _, rest = name.rpartition(".")',
-        "A name with two dots makes a key with two dots either way, and no"
-        " field has one.",
-    ),
-    Equivalent(
-        "_argv",
-        "suggest_flag",
-        'section, _, rest = name.partition(".")',
-        'section, _, rest = name.rpartition(".")',
-        "Differs only for a flag with two dots whose last part starts with"
-        " no_ and is a typo of a boolean field's negation (--a.b.no_x):"
-        " no torchtitan flag has two dots.",
-    ),
-    Equivalent(
-        "_argv",
         "torchrun_program",
         "module = no_python = False",
         "module = no_python = None",
@@ -173,20 +149,6 @@ EQUIVALENT: list[Equivalent] = [
         '"utf-8", "replace"',
         '"UTF-8", "replace"',
         "Codec names are case-insensitive.",
-    ),
-    Equivalent(
-        "_config",
-        "from_object",
-        'section, _, name = key.partition(".")',
-        'section, _, name = key.rpartition(".")',
-        "Every field name has exactly one dot (FIELDS).",
-    ),
-    Equivalent(
-        "_config",
-        "_lookup",
-        'section_name, _, name = key.partition(".")',
-        'section_name, _, name = key.rpartition(".")',
-        "Every field name has exactly one dot (FIELDS).",
     ),
     Equivalent(
         "_config",

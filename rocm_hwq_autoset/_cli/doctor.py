@@ -28,6 +28,7 @@ from .._environ import (
     timeout,
 )
 from .._evaluation import MAX_UNCHECKED, location, open_cache
+from .._model import LEFT_OUT, verify_command
 from .._rocm import early_pth_files
 from ._common import (
     AS_IF_ON_ROCM,
@@ -38,7 +39,7 @@ from ._common import (
     rocm,
     training_environ,
 )
-from .term import paint, row
+from .term import paint, row, unbroken
 
 HELP = (
     "Check that the hook is installed where site runs it, what it saw, and what"
@@ -291,22 +292,31 @@ def environment_checks(training: Sequence[str]) -> list[Row]:
             checks.append(Row("note", "for that launch", f"{why} the hook stays"
                                 " out (the package is not imported)"))  # fmt: skip
         else:
-            checks.append(launch_check(training, on_rocm))
+            checks += launch_checks(training, on_rocm)
     return checks
 
 
-def launch_check(training: Sequence[str], on_rocm: bool) -> Row:
+def launch_checks(training: Sequence[str], on_rocm: bool) -> list[Row]:
     """What the hook would do for ``python -m torchtitan.train TRAINING`` on a
     ROCm node: off ROCm (a login node, an image build) it is checked as if on
-    ROCm, so that a config the hook would refuse there fails here too."""
+    ROCm, so that a config the hook would refuse there fails here too. Then a
+    note for each stream of that launch that Q leaves out."""
     as_if = "" if on_rocm else f" ({AS_IF_ON_ROCM})"
     try:
         reading = Reading(training, training_environ(None))
         outcome = reading.hook_outcome(as_if_on_rocm=not on_rocm)
     except ConfigError as exc:
-        return Row("FAIL", "for that launch", f"{exc}{as_if}")
+        return [Row("FAIL", "for that launch", f"{exc}{as_if}")]
     status = "FAIL" if outcome.level == WARNING else "ok"
-    return Row(status, "for that launch", hook_words(outcome) + as_if)
+    checks = [Row(status, "for that launch", hook_words(outcome) + as_if)]
+    rec = outcome.rec
+    if rec is not None:
+        checks += [
+            Row("note", "not in Q", f"{lane}: {LEFT_OUT[lane][0]}; check it on a"
+                f" profiler trace: {unbroken(verify_command(lane, rec.queues))}")
+            for lane in rec.left_out_lanes
+        ]  # fmt: skip
+    return checks
 
 
 def start_up_check(decided: Outcome | Launch | None) -> Row:

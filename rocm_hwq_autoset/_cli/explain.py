@@ -20,7 +20,7 @@ from .._environ import (
     log_level,
     switch,
 )
-from .._model import FACT_KEYS
+from .._model import FACT_KEYS, LEFT_OUT, verify_command
 from ._common import (
     PROG,
     Option,
@@ -30,7 +30,7 @@ from ._common import (
     rocm,
     training_environ,
 )
-from .term import row, write_stderr
+from .term import row, unbroken, write_stderr
 
 if TYPE_CHECKING:
     import argparse
@@ -187,6 +187,29 @@ def reasons(rec: Recommendation) -> dict[str, str]:
     }
 
 
+def left_out_reasons(rec: Recommendation) -> dict[str, str]:
+    """For every stream the model leaves out, why this config turns it on or
+    not: its facts in words; where it is off with every fact on (a stream
+    never made here), the stream's own reason too."""
+    said = {}
+    for lane, on, facts in rec.left_out:
+        words = "; ".join(fact(rec, name) for name in facts)
+        if not on and asked_for(rec, lane):  # every fact on, yet not made
+            words += f"; {LEFT_OUT[lane][0]}"
+        said[lane] = words
+    return said
+
+
+def asked_for(rec: Recommendation, lane: str) -> bool:
+    """The config asks for a left-out stream: it is on here, or every fact of
+    it is on and it is still not made here (the core trainer's capture
+    stream, asked for by default, is made on NVIDIA only). A ``verify`` of
+    the run's trace settles each: whether the torchtitan in use makes it, and
+    whether the streams it shows fit Q."""
+    on, facts = next((on, names) for name, on, names in rec.left_out if name == lane)
+    return on or all(rec.facts[name] for name in facts)
+
+
 def fact(rec: Recommendation, name: str) -> str:
     """One fact of the lane table, with the settings it read."""
     on = rec.facts[name]
@@ -204,6 +227,20 @@ def fact(rec: Recommendation, name: str) -> str:
         return f"cudagraph {'on' if on else 'off'}: " + ", ".join(shown)
     if name in ("expert", "tensor", "context") and not on:
         return f"{shown[0]}: no {name} parallelism"
+    if name == "async_tp":
+        # The era's field where one was set (the other era has none), else both.
+        given = [k for k in FACT_KEYS[name] if _given(rec, k)]
+        shown = [_show(rec, k) for k in given or FACT_KEYS[name]]
+        return f"async TP {'on' if on else 'off'}: " + ", ".join(shown)
+    if name == "dist_gemm":
+        if on:
+            return "the model has dist-GEMM projections (tp_gemm_backend='dist_gemm')"
+        return "no dist-GEMM projections in the model"
+    if name == "ep_isolation":
+        isolated = "isolated" if on else "not isolated"
+        return f"expert all-to-alls {isolated}: " + ", ".join(shown)
+    if name == "trainer_cudagraph":
+        return f"{shown[0]}: CUDA graphs {'asked for' if on else 'off'}"
     return shown[0]
 
 
@@ -280,14 +317,46 @@ def as_text(
             79, subsequent_indent="  ",
         ),
         "",
+        *left_out_text(rec),
         "in this environment:",
     ]  # fmt: skip
     out += [row(k, v, indent=2) for k, v in environment.items()]
     return "\n".join(out) + "\n"
 
 
+def left_out_text(rec: Recommendation) -> list[str]:
+    """The streams PR #4032's model leaves out, as rows: those this config
+    turns on, each with why, why Q leaves it out and the ``verify`` command
+    that settles it; then those it does not, with why not (and the ``verify``
+    command for one it asks for that is not made here)."""
+    why = left_out_reasons(rec)
+    out = []
+    if rec.left_out_lanes:
+        out.append("on here, but not in Q (PR #4032's model leaves them out):")
+        for lane in rec.left_out_lanes:
+            out += [
+                row(lane, why[lane], indent=2),
+                row("", f"not counted: {LEFT_OUT[lane][0]}", indent=2),
+                row(
+                    "", "check: " + unbroken(verify_command(lane, rec.queues)), indent=2
+                ),
+            ]
+        out.append("")
+    off = [lane for lane, on, _ in rec.left_out if not on]
+    if off:
+        out.append("left out of PR #4032's model, and off here:")
+        for lane in off:
+            out.append(row(lane, why[lane], indent=2))
+            if asked_for(rec, lane):
+                check = "check: " + unbroken(verify_command(lane, rec.queues))
+                out.append(row("", check, indent=2))
+        out.append("")
+    return out
+
+
 def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
     why = reasons(rec)
+    why_left_out = left_out_reasons(rec)
     return {
         "queues": rec.queues,
         "lanes": list(rec.lanes),
@@ -311,4 +380,19 @@ def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
             for key, s in rec.settings.items()
         },
         "reasons": why,
+        "left_out": list(rec.left_out_lanes),
+        "left_out_table": [
+            {
+                "lane": lane,
+                "on": on,
+                "facts": list(facts),
+                "why": why_left_out[lane],
+                "not_counted": LEFT_OUT[lane][0],
+                "asked_for": asked_for(rec, lane),
+                "verify": (
+                    verify_command(lane, rec.queues) if asked_for(rec, lane) else None
+                ),
+            }
+            for lane, on, facts in rec.left_out
+        ],
     }

@@ -46,6 +46,11 @@ def row(
     return wrapped.replace(_NBSP, " ")
 
 
+def unbroken(text: str) -> str:
+    """``text`` that :func:`row` never breaks inside (a command to copy)."""
+    return text.replace(" ", _NBSP)
+
+
 class Unwritable(Exception):
     """stdout refused a write: a full disk (``> /dev/full``), a descriptor
     closed under the process. Not an ``OSError``: a command's own handling of

@@ -46,8 +46,10 @@ if TYPE_CHECKING:
     from .._model import Config
 
 
-#: The layout of an entry; another layout is not read.
-FORMAT = 3
+#: The layout of an entry; another layout is not read (it is in the key too).
+#: 3: an ``id``; 4: the inputs and fields of the streams the model leaves out
+#: (``_model.LEFT_OUT``), without which a format-3 entry cannot be decoded.
+FORMAT = 4
 #: The most times a node takes an entry in a row without a check of it
 #: completing (anywhere): the next launch evaluates before training starts.
 #: A check that completes stores the entry anew, with a new ``id``.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,9 @@ def read_config(args: Sequence[str]) -> Config:
         settings[key] = Setting(settings[key].value, CLI)
     moe = _has_moe(config)
     known = None if moe is None else (moe, "traverse")
-    return Config(read_inputs(settings, known, form=MODULE_FORM), settings)
+    inputs = read_inputs(settings, known, form=MODULE_FORM,
+                         dist_gemm=_has_dist_gemm(config))  # fmt: skip
+    return Config(inputs, settings)
 
 
 def _parse(manager: Any, args: Sequence[str]) -> Any:
@@ -210,3 +213,27 @@ def _has_moe(config: object) -> bool | None:
     except Exception:
         return None
     return any(True for _ in model.traverse(MoE.Config))
+
+
+#: torchtitan 0.3.0's dist-GEMM projections (``models/common/dist_gemm.py``),
+#: which a model spec holds for ``tp_gemm_backend="dist_gemm"``: each calls
+#: ``torch.ops.symm_mem``'s fused matmuls (``distributed/linear.py``).
+DIST_GEMM_MODULE = "torchtitan.models.common.dist_gemm"
+DIST_GEMM_CLASSES = (
+    "AllGatherFusedQKVLinear", "RowParallelLinear", "AllGatherFusedFeedForward",
+)  # fmt: skip
+
+
+def _has_dist_gemm(config: object) -> bool:
+    """True when ``config.model_spec.model`` holds a dist-GEMM projection
+    (``traverse`` of each class's ``Config``). Where the module was not
+    imported (a torchtitan without it, a model that never uses it), no config
+    can hold one of its classes: nothing is imported to look."""
+    model = getattr(getattr(config, "model_spec", None), "model", None)
+    module = sys.modules.get(DIST_GEMM_MODULE)
+    if model is None or module is None:
+        return False
+    classes = [getattr(getattr(module, name, None), "Config", None)
+               for name in DIST_GEMM_CLASSES]  # fmt: skip
+    return any(True for cls in classes if isinstance(cls, type)
+               for _ in model.traverse(cls))  # fmt: skip

@@ -61,6 +61,25 @@ def test_a_launch(rocm_job: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "as if on ROCm" not in flat  # it is ROCm
 
 
+def test_a_launch_names_each_stream_q_leaves_out(
+    rocm_job: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One note a stream the model leaves out, after the launch's row, with
+    the verify command that settles it; healthy all the same."""
+    code, flat = doctor(capsys, "--", "--job.config_file", rocm_job,
+                        "--parallelism.tensor_parallel_degree", "2",
+                        "--compile.enable_async_tensor_parallel")  # fmt: skip
+    assert code == 0
+    assert flat.endswith(
+        "ok for that launch would set GPU_MAX_HW_QUEUES=8 note not in Q symm_mem:"
+        " async TP's and dist-GEMM's fused all-gather/reduce-scatter matmuls run on"
+        " torch's symmetric-memory stream, which PR #4032 has no lane for; check it"
+        " on a profiler trace: rocm-hwq-autoset verify --queues 8 TRACE healthy"
+    )
+    _, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
+    assert "not in Q" not in flat
+
+
 @pytest.mark.parametrize(
     ("content", "said"),
     [

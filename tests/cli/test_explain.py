@@ -123,7 +123,9 @@ def test_json(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["dp_shard_resolved"] is None and doc["evaluation"] is None
     assert doc["facts"] == {"fsdp": True, "overlap": True, "moe": True,
                             "expert": True, "tensor": False, "context": False,
-                            "cudagraph": False}  # fmt: skip
+                            "cudagraph": False, "async_tp": False,
+                            "dist_gemm": False, "ep_isolation": False,
+                            "trainer_cudagraph": True}  # fmt: skip
     # Every lane of the model, counted or not, with the facts that decided it.
     table = {row["lane"]: row for row in doc["table"]}
     assert [row["lane"] for row in doc["table"] if row["counted"]] == doc["lanes"]
@@ -818,6 +820,24 @@ not counted:
 GPU_MAX_HW_QUEUES=4  (3 streams, rounded up to a power of two as PR #4032 does;
   HIP's default: 4)
 
+left out of PR #4032's model, and off here:
+  symm_mem          parallelism.tensor_parallel_degree = 1 (TOML): no tensor
+                    parallelism; async TP off:
+                    parallelism.enable_async_tensor_parallel = false (default),
+                    compile.enable_async_tensor_parallel = false (default); no
+                    dist-GEMM projections in the model
+  ep_extra          model deepseek_v3 (16B) is MoE;
+                    parallelism.expert_parallel_degree = 1 (TOML): no expert
+                    parallelism; expert all-to-alls not isolated:
+                    compile.ep_overlap.enabled = false (default),
+                    compile.enable_passes = true (CLI),
+                    compile.disable_passes = ["a", "b"] (CLI)
+  trainer_cudagraph training.disable_cuda_graphs = false (default): CUDA graphs
+                    asked for; torchtitan 0.3.0 makes the core trainer's
+                    CUDA-graph capture stream on NVIDIA only: on ROCm it runs
+                    the step eagerly
+                    check: rocm-hwq-autoset verify --queues 4 TRACE
+
 in this environment:
   ROCm              no: t/torch/version.py: hip = None (a CUDA or CPU build)
   GPU_MAX_HW_QUEUES unset (HIP's default: 4)
@@ -990,3 +1010,183 @@ def test_both_launch_forms_at_once_are_refused(
         " 0.3.0 takes --module/--config and refuses --job.config_file, the TOML"
         " era the reverse; give one"
     )
+
+
+# The streams PR #4032's model leaves out (issue #31, item 2).
+
+LEFT_OUT_ARGS = (
+    "--job.config_file", EXAMPLE, "--parallelism.expert_parallel_degree", "2",
+    "--parallelism.tensor_parallel_degree", "2",
+    "--compile.enable_async_tensor_parallel", "--compile.enable_passes",
+    "--compile.ep-overlap.enabled", "--training.disable_cuda_graphs",
+)  # fmt: skip
+LEFT_OUT_REPORT = """\
+on here, but not in Q (PR #4032's model leaves them out):
+  symm_mem          parallelism.tensor_parallel_degree = 2 (CLI); async TP on:
+                    compile.enable_async_tensor_parallel = true (CLI); no
+                    dist-GEMM projections in the model
+                    not counted: async TP's and dist-GEMM's fused
+                    all-gather/reduce-scatter matmuls run on torch's
+                    symmetric-memory stream, which PR #4032 has no lane for
+                    check: rocm-hwq-autoset verify --queues 8 TRACE
+  ep_extra          model deepseek_v3 (16B) is MoE;
+                    parallelism.expert_parallel_degree = 2 (CLI); expert
+                    all-to-alls isolated: compile.ep_overlap.enabled = true
+                    (CLI), compile.enable_passes = true (CLI),
+                    compile.disable_passes = [] (default)
+                    not counted: graph_trainer's extra EP group runs the expert
+                    all-to-alls on a high-priority NCCL stream PR #4032 has no
+                    lane for: a pool of its own before ROCm/rocm-systems#8485,
+                    the normal one with it
+                    check:
+                    rocm-hwq-autoset verify --queues 8 --pools shared TRACE
+
+left out of PR #4032's model, and off here:
+  trainer_cudagraph training.disable_cuda_graphs = true (CLI): CUDA graphs off
+
+in this environment:
+"""
+
+
+def test_the_report_names_the_streams_q_leaves_out(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each with why it is on, why Q leaves it out and the verify command that
+    settles it (never broken across lines); below Q, which stays the PR's."""
+    code, out, err = explain(capsys, *LEFT_OUT_ARGS)
+    assert (code, err) == (0, "")
+    q_line = "GPU_MAX_HW_QUEUES=8  (6 streams, rounded up to a power of two"
+    assert q_line in out
+    section = out[out.index(q_line) :].split("\n\n", 1)[1]
+    assert section[: section.index("in this environment:\n") + 21] == LEFT_OUT_REPORT
+    assert max(len(line) for line in LEFT_OUT_REPORT.splitlines()) <= 80
+
+
+def test_the_json_holds_the_streams_q_leaves_out(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain_json(capsys, *LEFT_OUT_ARGS)
+    assert doc["queues"] == 8 and "symm_mem" not in doc["lanes"]
+    assert doc["left_out"] == ["symm_mem", "ep_extra"]
+    table = {row["lane"]: row for row in doc["left_out_table"]}
+    assert list(table) == ["symm_mem", "ep_extra", "trainer_cudagraph"]
+    assert table["symm_mem"] == {
+        "lane": "symm_mem", "on": True, "facts": ["tensor", "async_tp", "dist_gemm"],
+        "why": "parallelism.tensor_parallel_degree = 2 (CLI); async TP on:"
+               " compile.enable_async_tensor_parallel = true (CLI); no dist-GEMM"
+               " projections in the model",
+        "not_counted": "async TP's and dist-GEMM's fused all-gather/reduce-scatter"
+                       " matmuls run on torch's symmetric-memory stream, which"
+                       " PR #4032 has no lane for",
+        "asked_for": True,
+        "verify": "rocm-hwq-autoset verify --queues 8 TRACE",
+    }  # fmt: skip
+    assert table["ep_extra"]["on"] is True
+    assert table["ep_extra"]["verify"] == (
+        "rocm-hwq-autoset verify --queues 8 --pools shared TRACE"
+    )
+    assert table["trainer_cudagraph"] == {
+        "lane": "trainer_cudagraph", "on": False, "facts": ["trainer_cudagraph"],
+        "why": "training.disable_cuda_graphs = true (CLI): CUDA graphs off",
+        "not_counted": "torchtitan 0.3.0 makes the core trainer's CUDA-graph"
+                       " capture stream on NVIDIA only: on ROCm it runs the step"
+                       " eagerly",
+        "asked_for": False,
+        "verify": None,
+    }  # fmt: skip
+    assert doc["facts"]["async_tp"] and doc["facts"]["ep_isolation"]
+    assert doc["inputs"]["async_tp"] is True and doc["inputs"]["dist_gemm"] is False
+    assert doc["settings"]["compile.ep_overlap.enabled"] == {
+        "value": True, "source": "CLI",
+    }  # fmt: skip
+
+
+def test_unset_fields_are_said_with_their_defaults(
+    cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing set: every stream is off, with the fields' defaults, and the
+    core trainer's stream is said never to be made on ROCm."""
+    doc = explain_json(capsys, "--job.config_file", EXAMPLE)
+    assert doc["left_out"] == []
+    why = {row["lane"]: row["why"] for row in doc["left_out_table"]}
+    assert why == {
+        "symm_mem": "parallelism.tensor_parallel_degree = 1 (TOML): no tensor"
+                    " parallelism; async TP off:"
+                    " parallelism.enable_async_tensor_parallel = false (default),"
+                    " compile.enable_async_tensor_parallel = false (default); no"
+                    " dist-GEMM projections in the model",
+        "ep_extra": "model deepseek_v3 (16B) is MoE;"
+                    " parallelism.expert_parallel_degree = 1 (TOML): no expert"
+                    " parallelism; expert all-to-alls not isolated:"
+                    " compile.ep_overlap.enabled = false (default),"
+                    " compile.enable_passes = false (default),"
+                    " compile.disable_passes = [] (default)",
+        "trainer_cudagraph": "training.disable_cuda_graphs = false (default): CUDA"
+                             " graphs asked for; torchtitan 0.3.0 makes the core"
+                             " trainer's CUDA-graph capture stream on NVIDIA"
+                             " only: on ROCm it runs the step eagerly",
+    }  # fmt: skip
+    verify = {row["lane"]: (row["on"], row["asked_for"], row["verify"])
+              for row in doc["left_out_table"]}  # fmt: skip
+    assert verify == {
+        "symm_mem": (False, False, None), "ep_extra": (False, False, None),
+        # Asked for, not made on ROCm: the trace settles it.
+        "trainer_cudagraph": (
+            False, True, f"rocm-hwq-autoset verify --queues {doc['queues']} TRACE"),
+    }  # fmt: skip
+    _, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
+    assert "on here, but not in Q" not in out
+    assert "left out of PR #4032's model, and off here:\n  symm_mem " in out
+    assert (
+        "                    the step eagerly\n"
+        f"                    check: rocm-hwq-autoset verify --queues {doc['queues']}"
+        " TRACE\n\nin this environment:\n"
+    ) in out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--compile.ep_overlap.enabled="],
+         "--compile.ep_overlap.enabled: is a flag and takes no value (got '');"
+         " use --compile.ep_overlap.enabled or --compile.ep_overlap.no-enabled"),
+        (["--compile.enable_async_tensor_parallel", "yes"],
+         "--compile.enable_async_tensor_parallel: is a flag and takes no value (got"
+         " 'yes'); use --compile.enable_async_tensor_parallel or"
+         " --compile.no-enable_async_tensor_parallel"),
+        (["--training.disable_cuda_graph"],
+         "--training.disable_cuda_graph: not a torchtitan option; did you mean"
+         " --training.disable_cuda_graphs?"),
+    ],
+)  # fmt: skip
+def test_a_bad_flag_of_theirs_is_one_line_in_every_form(
+    args: list[str], said: str, cuda_machine: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = ["--job.config_file", EXAMPLE, *args]
+    assert refused(capsys, *job) == said
+    assert refused(capsys, "--export", *job) == said
+    code, out, _ = explain(capsys, "--json", *job)
+    assert (code, json.loads(out)) == (2, {"error": said})
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (b"[compile.ep_overlap]\nenabled = ''\n",
+         "compile.ep_overlap.enabled: '' is not true or false"),
+        (b"[parallelism]\nenable_async_tensor_parallel = 'true'\n",
+         "parallelism.enable_async_tensor_parallel: 'true' is not true or false"),
+        (b"[training]\ndisable_cuda_graphs = 1\n",
+         "training.disable_cuda_graphs: 1 is not true or false"),
+        (b"[compile]\nep_overlap = []\n", "compile.ep_overlap: a list, not a table"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_of_theirs_in_the_file_is_named(
+    text: bytes, said: str, tmp_path: Path, cuda_machine: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    job = tmp_path / "job.toml"
+    job.write_bytes(text)
+    assert refused(capsys, "--job.config_file", str(job)) == f"{job}: {said}"
+    code, out, _ = explain(capsys, "--json", "--job.config_file", str(job))
+    assert (code, json.loads(out)) == (2, {"error": f"{job}: {said}"})

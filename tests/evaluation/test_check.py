@@ -40,8 +40,9 @@ FLAG = ["--module", "exists_recipes", "--config", "flag"]
 
 NO_DEPS: dict[str, Any] = {"env": {}, "files": [], "dirs": [], "lists": []}
 
-TP1 = ("cp=1,cudagraph=1,dp_replicate=1,dp_shard=-1,ep=1,moe=0,moe_from=traverse,"
-       "overlap=0,pp=1,tp=1")  # fmt: skip
+TP1 = ("async_tp=0,cp=1,cudagraph=1,dist_gemm=0,dp_replicate=1,dp_shard=-1,ep=1,"
+       "ep_isolation=0,moe=0,moe_from=traverse,overlap=0,pp=1,tp=1,"
+       "trainer_cudagraph=1")  # fmt: skip
 
 TP2 = TP1.replace("tp=1", "tp=2")
 

@@ -28,12 +28,33 @@ RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
 def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
     doc = answer(child(world, RECIPE))
     assert doc["how"] == "evaluated"
-    assert doc["inputs"] == ("cp=1,cudagraph=1,dp_replicate=1,dp_shard=-1,ep=1,moe=0,"
-                             "moe_from=traverse,overlap=0,pp=1,tp=2")  # fmt: skip
+    assert doc["inputs"] == ("async_tp=0,cp=1,cudagraph=1,dist_gemm=0,dp_replicate=1,"
+                             "dp_shard=-1,ep=1,ep_isolation=0,moe=0,moe_from=traverse,"
+                             "overlap=0,pp=1,tp=2,trainer_cudagraph=1")  # fmt: skip
     assert doc["settings"]["parallelism.tensor_parallel_degree"] == [2, "config"]
     assert (Path(world["CACHE"]) / f"{'k' * 32}.json").is_file()
     again = answer(child(world, RECIPE))
     assert again == {**doc, "how": "cache"}
+    assert evaluations(world) == 1
+
+
+def test_the_streams_left_out_reach_the_parent_and_the_cache(
+    world: dict[str, str],
+) -> None:
+    """The child's answer, and the cache entry a relaunch takes, carry the
+    inputs and fields the streams PR #4032's model leaves out depend on."""
+    args = ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm",
+            "--parallelism.tensor_parallel_degree", "2",
+            "--compile.enable_async_tensor_parallel"]  # fmt: skip
+    doc = answer(child(world, args))
+    assert doc["how"] == "evaluated"
+    for pair in ("async_tp=1", "dist_gemm=1", "ep_isolation=0",
+                 "trainer_cudagraph=1", "tp=2"):  # fmt: skip
+        assert pair in doc["inputs"].split(",")
+    assert doc["settings"]["compile.enable_async_tensor_parallel"] == [True, "CLI"]
+    assert doc["settings"]["compile.ep_overlap.enabled"] == [False, "config"]
+    assert doc["settings"]["training.disable_cuda_graphs"] == [False, "config"]
+    assert answer(child(world, args)) == {**doc, "how": "cache"}
     assert evaluations(world) == 1
 
 

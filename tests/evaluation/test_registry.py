@@ -53,6 +53,54 @@ def test_read_config_in_process(
             del sys.modules[name]
 
 
+def test_read_config_reads_the_fields_of_the_streams_left_out(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child reads them from the config object torchtitan built (the
+    nested ``compile.ep_overlap.enabled`` too), the overrides named as the
+    CLI's, and the dist-GEMM projections from the model spec."""
+    from rocm_hwq_autoset._model import Recommendation
+
+    for folder in [*world["PYTHONPATH"].split(os.pathsep)[:1], world["WORK"]]:
+        monkeypatch.syspath_prepend(folder)
+    try:
+        ep = [*DS, "--parallelism.expert_parallel_degree", "2"]
+        config = read_config([*ep, "--compile.ep_overlap.enabled"])
+        assert config.inputs.ep_isolation and not config.inputs.dist_gemm
+        assert config.settings["compile.ep_overlap.enabled"].source == "CLI"
+        assert config.settings["training.disable_cuda_graphs"].source == "config"
+        assert Recommendation(config.inputs).left_out_lanes == ("ep_extra",)
+        off = read_config([*ep, "--compile.ep_overlap.enabled",
+                           "--compile.ep-overlap.no-enabled"])  # fmt: skip
+        assert not off.inputs.ep_isolation
+        assert off.settings["compile.ep_overlap.enabled"].value is False
+        assert "torchtitan.models.common.dist_gemm" not in sys.modules
+        gemm = ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm"]
+        alone = read_config(gemm)  # no TP: the stock projections run
+        assert alone.inputs.dist_gemm and not alone.inputs.cudagraph
+        assert Recommendation(alone.inputs).left_out_lanes == ()
+        tp2 = read_config([*gemm, "--parallelism.tensor_parallel_degree", "2",
+                           "--training.disable_cuda_graphs"])  # fmt: skip
+        assert Recommendation(tp2.inputs).left_out_lanes == ("symm_mem",)
+        assert not tp2.inputs.trainer_cudagraph
+        assert tp2.settings["training.disable_cuda_graphs"].source == "CLI"
+        # Now that the module is loaded, a model without them is looked into.
+        assert not read_config(DS).inputs.dist_gemm
+        asynchronous = read_config(
+            [
+                *DS,
+                "--compile.enable_async_tensor_parallel",
+                "--parallelism.tensor_parallel_degree=2",
+            ]
+        )
+        assert asynchronous.inputs.async_tp and not asynchronous.inputs.dist_gemm
+        assert Recommendation(asynchronous.inputs).left_out_lanes == ("symm_mem",)
+    finally:
+        for name in [m for m in sys.modules
+                     if m.split(".")[0] in ("torchtitan", "my_recipes")]:  # fmt: skip
+            del sys.modules[name]
+
+
 @pytest.mark.parametrize(
     ("text", "shown"),
     [

@@ -96,10 +96,12 @@ class ConfigManager:
             if not rest[i].startswith("--"):
                 _reject(f"Unrecognized arguments: {rest[i]}")
             flag, eq, inline = rest[i][2:].partition("=")
-            section, _, name = flag.replace("-", "_").partition(".")
-            negate = name.startswith("no_")
+            path, _, name = flag.replace("-", "_").rpartition(".")
+            negate = name.startswith("no_")  # tyro: before the last part
             name = name[3:] if negate else name
-            holder = getattr(config, section, None)
+            holder = config
+            for part in path.split("."):
+                holder = getattr(holder, part, None)
             if not hasattr(holder, name):
                 _reject(f"Unrecognized options: {rest[i]}")
             old = getattr(holder, name)
@@ -120,20 +122,37 @@ class MoE:
     class Config:
         pass
 """,
+    # torchtitan 0.3.0's dist-GEMM projections (models/common/dist_gemm.py)
+    "torchtitan/models/common/dist_gemm.py": """
+class AllGatherFusedQKVLinear:
+    class Config:
+        pass
+
+class RowParallelLinear:
+    class Config:
+        pass
+
+class AllGatherFusedFeedForward:
+    class Config:
+        pass
+""",
     "torchtitan/experiments/__init__.py": "",
     "torchtitan/experiments/graph_trainer/__init__.py": """
 from types import SimpleNamespace as NS
 from torchtitan.models.common.moe import MoE
 
 class Model:
-    def __init__(self, moe):
+    def __init__(self, moe, dist_gemm=False):
         self.layers = [MoE.Config()] if moe else []
+        if dist_gemm:  # tp_gemm_backend="dist_gemm": the attention's wo
+            from torchtitan.models.common.dist_gemm import RowParallelLinear
+            self.layers.append(RowParallelLinear.Config())
     def traverse(self, cls):
         for i, layer in enumerate(self.layers):
             if isinstance(layer, cls):
                 yield f"layers.{i}", layer, self, "layers"
 
-def trainer_config(name, flavor, moe, **parallelism):
+def trainer_config(name, flavor, moe, dist_gemm=False, **parallelism):
     degrees = dict(data_parallel_shard_degree=-1, data_parallel_replicate_degree=1,
                    tensor_parallel_degree=1, context_parallel_degree=1,
                    pipeline_parallel_degree=1, expert_parallel_degree=1)
@@ -142,8 +161,11 @@ def trainer_config(name, flavor, moe, **parallelism):
         parallelism=NS(**degrees),
         # the graph trainer's defaults (GraphTrainerCompileConfig)
         compile=NS(enable=True, enable_passes=True, disable_passes=[],
-                   enable_fsdp_ag_rs_overlap=False),
-        model_spec=NS(name=name, flavor=flavor, model=Model(moe)),
+                   enable_fsdp_ag_rs_overlap=False,
+                   enable_async_tensor_parallel=False,
+                   ep_overlap=NS(enabled=False)),
+        training=NS(disable_cuda_graphs=False),
+        model_spec=NS(name=name, flavor=flavor, model=Model(moe, dist_gemm)),
     )
 """,
     "torchtitan/experiments/graph_trainer/llama3/__init__.py": "",
@@ -159,6 +181,17 @@ from torchtitan.experiments.graph_trainer import trainer_config
 
 def graph_trainer_deepseek_v3_debugmodel():
     return trainer_config("deepseek_v3", "debugmodel", moe=True)
+""",
+    "torchtitan/models/llama3/__init__.py": "",
+    # The core trainer's recipe with dist-GEMM projections, as 0.3.0's
+    # llama3_debugmodel_dist_gemm (no compile passes of graph_trainer's).
+    "torchtitan/models/llama3/config_registry.py": """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def llama3_debugmodel_dist_gemm():
+    config = trainer_config("llama3", "debugmodel", moe=False, dist_gemm=True)
+    config.compile.enable_passes = False
+    return config
 """,
     # A training that computes: pinned to one CPU (as the test starts it),
     # it counts its loop turns for STANDIN_TRAIN seconds, with its own CPU

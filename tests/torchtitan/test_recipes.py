@@ -256,3 +256,57 @@ def test_a_refusal_names_its_cause(python: str) -> None:
             " import that failed: ModuleNotFoundError: No module named"
             " 'transformers')"
         )
+
+
+#: The streams PR #4032's model leaves out (issue #31, item 2), as this
+#: package's child reads them from the config objects torchtitan builds.
+LEFT_OUT = """
+import json, sys
+from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._model import Recommendation
+from rocm_hwq_autoset._evaluation.registry import read_config
+for args in json.loads(sys.argv[1]):
+    try:
+        inputs = read_config(args).inputs
+    except ConfigError as exc:
+        print("LEFT " + json.dumps({"error": str(exc)}), flush=True)
+        continue
+    rec = Recommendation(inputs)
+    print("LEFT " + json.dumps({
+        "left_out": list(rec.left_out_lanes), "queues": rec.queues,
+        "asked": [inputs.async_tp, inputs.dist_gemm, inputs.ep_isolation,
+                  inputs.trainer_cudagraph],
+    }), flush=True)
+"""
+TP2 = ["--parallelism.tensor_parallel_degree", "2"]
+DSV3_EP2 = ["--module", "graph_trainer.deepseek_v3", "--config",
+            "graph_trainer_deepseek_v3_debugmodel",
+            "--parallelism.expert_parallel_degree", "2",
+            "--training.disable_cuda_graphs"]  # fmt: skip
+
+
+def test_the_streams_q_leaves_out_from_real_configs(python: str) -> None:
+    """torchtitan 0.3.0's own recipes: the dist-GEMM projections found in the
+    model spec (``llama3_debugmodel_dist_gemm``), async TP from
+    ``compile.enable_async_tensor_parallel``, graph_trainer's EP overlap from
+    the nested ``compile.ep_overlap.enabled`` (tyro's negation too), the core
+    trainer's CUDA graphs read and never a stream; Q as without them."""
+    cases = [
+        ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm", *TP2],
+        ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm"],
+        ["--module", "llama3", "--config", "llama3_debugmodel", *TP2,
+         "--compile.enable", "--compile.enable_async_tensor_parallel"],
+        [*DSV3_EP2, "--compile.ep_overlap.enabled"],
+        [*DSV3_EP2, "--compile.ep_overlap.enabled", "--compile.ep-overlap.no-enabled"],
+    ]  # fmt: skip
+    out = run(python, "-c", LEFT_OUT, json.dumps(cases), ROCM_HWQ_AUTOSET="0").stdout
+    said = [json.loads(line[5:]) for line in out.splitlines() if line[:5] == "LEFT "]
+    assert len(said) == len(cases), out[-2000:]
+    assert [(s["left_out"], s["asked"][:3]) for s in said] == [
+        (["symm_mem"], [False, True, False]),
+        ([], [False, True, False]),  # no TP: the stock projections run
+        (["symm_mem"], [True, False, False]),
+        (["ep_extra"], [False, False, True]),
+        ([], [False, False, False]),
+    ]
+    assert [s["asked"][3] for s in said[3:]] == [False, False]

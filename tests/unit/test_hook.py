@@ -516,3 +516,99 @@ def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
     finally:
         os.close(fd)
     assert not _rocm.hip_started()
+
+
+# The streams PR #4032's model leaves out (issue #31, item 2): named in verbose
+# mode, one line each after the value's, with the verify command that settles
+# it; the default line is the same as ever.
+
+LEFT_OUT_ARGS = [
+    "--parallelism.tensor_parallel_degree", "2",
+    "--parallelism.enable_async_tensor_parallel", "--compile.enable_passes",
+    "--compile.ep_overlap.enabled",
+]  # fmt: skip
+LEFT_OUT_VALUE = (
+    "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (6 GPU streams: compute, all_reduce,"
+    " dense_all_gather, reduce_scatter, expert_comm, tp_all_gather)\n"
+)
+SYMM_MEM_LINE = (
+    "rocm-hwq-autoset: also symm_mem, a GPU stream Q leaves out: async TP's and"
+    " dist-GEMM's fused all-gather/reduce-scatter matmuls run on torch's"
+    " symmetric-memory stream, which PR #4032 has no lane for; check it on a"
+    " profiler trace: rocm-hwq-autoset verify --queues 8 TRACE\n"
+)
+EP_EXTRA_LINE = (
+    "rocm-hwq-autoset: also ep_extra, a GPU stream Q leaves out: graph_trainer's"
+    " extra EP group runs the expert all-to-alls on a high-priority NCCL stream"
+    " PR #4032 has no lane for: a pool of its own before ROCm/rocm-systems#8485,"
+    " the normal one with it; check it on a profiler trace: rocm-hwq-autoset"
+    " verify --queues 8 --pools shared TRACE\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"ROCM_HWQ_AUTOSET_LOG": "verbose"},
+         LEFT_OUT_VALUE + SYMM_MEM_LINE + EP_EXTRA_LINE),
+        ({"ROCM_HWQ_AUTOSET_LOG": "VERBOSE "},
+         LEFT_OUT_VALUE + SYMM_MEM_LINE + EP_EXTRA_LINE),
+        ({"ROCM_HWQ_AUTOSET_LOG": "verbose", "LOCAL_RANK": "3"},
+         LEFT_OUT_VALUE + SYMM_MEM_LINE + EP_EXTRA_LINE),
+        ({}, LEFT_OUT_VALUE),  # the default line, alone and unchanged
+        ({"LOCAL_RANK": "0"}, LEFT_OUT_VALUE),
+        ({"LOCAL_RANK": "3"}, ""),
+        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, ""),
+    ],
+)  # fmt: skip
+def test_the_verbose_line_names_each_stream_q_leaves_out(
+    env: dict[str, str], said: str, job: str, rocm_path: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    env = dict(env)
+    err = run(env, ["--job.config_file", job, *LEFT_OUT_ARGS], rocm_path, capsys)
+    assert err == said
+    assert env["GPU_MAX_HW_QUEUES"] == "8"  # Q is the PR's: the streams do not count
+    assert all(len(line) <= _decision.MAX_LINE for line in err.splitlines())
+
+
+def test_a_verbose_line_without_streams_left_out_is_the_value_alone(
+    job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    verbose = {"ROCM_HWQ_AUTOSET_LOG": "verbose"}
+    assert run(dict(verbose), ["--job.config_file", job], rocm_path, capsys) == LINE
+    # Async TP without tensor parallelism starts no stream: nothing said.
+    argv = ["--job.config_file", job, "--compile.enable_async_tensor_parallel"]
+    assert run(dict(verbose), argv, rocm_path, capsys) == LINE
+
+
+def test_a_worker_names_them_from_its_launchers_inputs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A ``--module`` launcher's worker has only the inputs it was handed: the
+    streams left out come with them, and its verbose line names them."""
+    from rocm_hwq_autoset._model import Inputs, encode_inputs
+
+    inputs = Inputs(tp=2, async_tp=True, dist_gemm=True, trainer_cudagraph=True)
+    worker = {
+        "GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+        "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(inputs), "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_LOG": "verbose",
+    }  # fmt: skip
+    outcome = decide_module(worker, MODULE_ARGS, "torchtitan.train")
+    assert isinstance(outcome, Outcome) and outcome.queues == 4  # 2 // 2: no FSDP
+    _hook.say(outcome, worker)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute, all_reduce,"
+        " tp_all_gather)",
+        SYMM_MEM_LINE.replace("--queues 8", "--queues 4").rstrip("\n"),
+    ]
+    # A worker that keeps the launcher's value without recomputing says no more.
+    del worker["WORLD_SIZE"]
+    kept = decide_module(worker, MODULE_ARGS, "torchtitan.train")
+    _hook.say(kept, worker)
+    assert capsys.readouterr().err == (
+        "rocm-hwq-autoset: nothing to do: GPU_MAX_HW_QUEUES=8 from the launcher's"
+        " --module evaluation\n"
+    )

@@ -150,7 +150,8 @@ def test_each_lane_names_the_facts_that_decided_it() -> None:
     }
     assert rec.facts == {
         "fsdp": True, "overlap": True, "moe": True, "expert": True, "tensor": True,
-        "context": False, "cudagraph": True,
+        "context": False, "cudagraph": True, "async_tp": False, "dist_gemm": False,
+        "ep_isolation": False, "trainer_cudagraph": False,
     }  # fmt: skip
     assert set(FACT_KEYS) == set(rec.facts)
 
@@ -191,6 +192,10 @@ def test_inputs_round_trip_and_refuse_anything_else() -> None:
             moe_from="traverse",
             cudagraph=True,
             overlap=True,
+            async_tp=True,
+            dist_gemm=True,
+            ep_isolation=True,
+            trainer_cudagraph=True,
         ),
     ):
         assert decode_inputs(encode_inputs(inputs)) == inputs
@@ -263,8 +268,9 @@ def test_inputs_that_are_not_a_launchers_are_said(text: str, said: str) -> None:
 
 def test_inputs_as_the_repl_shows_them() -> None:
     assert repr(Inputs(tp=2, moe=True)) == (
-        "Inputs(cp=1, cudagraph=False, dp_replicate=1, dp_shard=-1, ep=1, moe=True,"
-        " moe_from='given', overlap=False, pp=1, tp=2)"
+        "Inputs(async_tp=False, cp=1, cudagraph=False, dist_gemm=False,"
+        " dp_replicate=1, dp_shard=-1, ep=1, ep_isolation=False, moe=True,"
+        " moe_from='given', overlap=False, pp=1, tp=2, trainer_cudagraph=False)"
     )
 
 

@@ -17,6 +17,7 @@ from ..data import (
     CONFIGS,
     EP2_OVERLAP,
     EXPECTED,
+    LEFT_OUT_EXPECTED,
     TOML_DIR,
     TP8_GRAPH,
     corpus_dir,
@@ -39,6 +40,8 @@ def test_config(name: str, tmp_path: Path) -> None:
     assert recommend(config).lanes == shipped
     assert recommend(config, argv=EP2_OVERLAP).lanes == ep2_overlap
     assert recommend(config, argv=TP8_GRAPH, world_size=8).lanes == tp8_graph
+    # The streams the model leaves out: async TP where the file asks for it.
+    assert recommend(config).left_out_lanes == LEFT_OUT_EXPECTED.get(name, ())
     for argv in ([], EP2_OVERLAP, TP8_GRAPH):
         rec = recommend(config, argv=argv, world_size=8)
         assert rec.queues in (2, 4, 8)
