@@ -355,6 +355,13 @@ def cache_checks() -> list[Row]:
     except OSError as exc:
         return [Row("FAIL", "cache", f"{cache.path}: {exc.strerror}")]
     plural = "y" if count == 1 else "ies"
+    if not os.access(cache.path, os.W_OK | os.X_OK):  # a read-only mount, chattr +i
+        detail = (
+            f"{cache.path}: read-only, {count} entr{plural} used as they are; no new"
+            " one is stored, so each --module launch not among them evaluates again"
+            " (seconds each)"
+        )
+        return [Row("FAIL", "cache", detail)]
     return [Row("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
 
 

@@ -314,6 +314,31 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
     assert rows(cache_checks()) == [("FAIL", "cache", f"{cache}: Permission denied")]
 
 
+def test_a_read_only_cache_is_said_with_what_it_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: "usable, 0 entries" for a cache no launch can store in (issue
+    #28). os.access is the kernel's answer (EROFS, EPERM for chattr +i, root
+    included); tests/e2e/test_doctor.py asks a real read-only mount."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / f"{1:032x}.json").write_text("{}")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(cache))
+    asked: list[tuple[str, int]] = []
+
+    def access(path: str, mode: int) -> bool:
+        asked.append((path, mode))
+        return False
+
+    monkeypatch.setattr(_doctor.os, "access", access)
+    assert rows(cache_checks()) == [
+        ("FAIL", "cache", f"{cache}: read-only, 1 entry used as they are; no new one"
+         " is stored, so each --module launch not among them evaluates again"
+         " (seconds each)")
+    ]  # fmt: skip
+    assert asked == [(str(cache), os.W_OK | os.X_OK)]
+
+
 @pytest.mark.parametrize("where", ["file", "file/cache"])
 def test_a_cache_folder_that_is_a_file_is_said_as_the_hook_says_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
