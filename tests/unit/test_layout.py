@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -137,6 +138,254 @@ def test_only_python_m_imports_the_dispatcher() -> None:
     other module, imports it back."""
     graph = imports(PACKAGE)
     assert [a for a, bs in graph.items() if "_cli.__init__" in bs] == ["__main__"]
+
+
+# docs/design.md, held to the package: its layer table, its figures, and every
+# name of the package it gives.
+
+DESIGN = PACKAGE.parent / "docs" / "design.md"
+#: The start-up gate, a module beside the package (design.md names it too).
+GATE = "_rocm_hwq_autoset_gate"
+
+
+def design_section(title: str) -> str:
+    text = DESIGN.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_design_md_shows_these_layers() -> None:
+    shown: dict[str, int] = {}
+    for line in design_section("Where things are").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            assert cells[2], f"layer {cells[0]} says no concern"
+            for name in re.findall(r"`([\w/]+)`", cells[1]):
+                assert name.replace("/", ".") not in shown, f"{name} shown twice"
+                shown[name.replace("/", ".")] = int(cells[0])
+    assert shown == LAYERS
+
+
+def test_design_md_figures_are_the_packages() -> None:
+    graph = imports(PACKAGE)
+    section = design_section("Where things are")
+    modules = re.search(r"\| modules \(`_cli/` included\) \| \d+ \| (\d+) \|", section)
+    edges = re.search(r"\| imports between them \(statements\) \| \d+ \| (\d+) \|",
+                      section)  # fmt: skip
+    circles = re.search(r"\| imports closing a circle \| .+ \| \*\*(\d+)\*\* \|",
+                        section)  # fmt: skip
+    assert modules and edges and circles, "the figures' table is gone from design.md"
+    assert int(modules.group(1)) == len(graph)
+    assert int(edges.group(1)) == sum(len(targets) for targets in graph.values())
+    assert int(circles.group(1)) == len(in_circles(graph))
+
+
+#: How design.md counts (``A TOML launch imports eight modules``).
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
+           "twelve": 12}  # fmt: skip
+
+
+def test_design_md_names_the_modules_a_toml_launch_imports() -> None:
+    """The count and the list design.md gives are the set
+    tests/e2e/test_startup.py pins in a real launch."""
+    from tests.e2e.test_startup import TOML_LAUNCH_MODULES
+
+    section = design_section("Where things are")
+    said = re.search(r"A TOML launch imports (\w+) modules of the package \(([^)]*)\)",
+                     section)  # fmt: skip
+    assert said, "design.md no longer says what a TOML launch imports"
+    listed = said.group(2).split(";")[0]
+    named = {f"rocm_hwq_autoset.{n}".removesuffix(".__init__")
+             for n in re.findall(r"`([\w/]+)`", listed)}  # fmt: skip
+    assert named == set(TOML_LAUNCH_MODULES)
+    assert NUMBERS[said.group(1)] == len(TOML_LAUNCH_MODULES)
+
+
+def _members(node: ast.AST) -> dict[str, ast.AST | None]:
+    """The names a module or class defines: functions, classes, assignments
+    (and, in a class, the attributes its methods set on ``self``), each with
+    its node when it is a class (whose own names a reference may go on to)."""
+    found: dict[str, ast.AST | None] = {}
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            found[child.name] = child
+        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found[child.name] = None
+            if isinstance(node, ast.ClassDef):
+                for sub in ast.walk(child):
+                    targets = (sub.targets if isinstance(sub, ast.Assign) else
+                               [sub.target] if isinstance(sub, ast.AnnAssign)
+                               else [])  # fmt: skip
+                    for t in targets:
+                        if (isinstance(t, ast.Attribute)
+                                and isinstance(t.value, ast.Name)
+                                and t.value.id == "self"):  # fmt: skip
+                            found.setdefault(t.attr, None)
+        elif isinstance(child, (ast.Assign, ast.AnnAssign)):
+            targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+            for t in targets:
+                for name in ast.walk(t):  # ``A, B = ...`` too
+                    if isinstance(name, ast.Name):
+                        found[name.id] = None
+        elif isinstance(child, (ast.If, ast.Try)):  # ``if TYPE_CHECKING:`` ...
+            found.update(_members(child))
+    return found
+
+
+@functools.cache
+def _module_file(module: str) -> Path | None:
+    """The file of a module of the package (``_evaluation.parent``, the
+    package ``_cli``), or of the gate beside it."""
+    if module == GATE:
+        return PACKAGE.parent / f"{GATE}.py"
+    if module in LAYERS:
+        return PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    if f"{module}.__init__" in LAYERS:
+        return PACKAGE.joinpath(*module.split("."), "__init__.py")
+    return None
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _short_names() -> dict[str, str]:
+    """Modules by their last part where it is one module's alone: the wing's
+    ``parent.Waiter``, ``_common.Option``."""
+    lasts: dict[str, list[str]] = {}
+    for name in LAYERS:
+        parts = name.split(".")
+        if len(parts) > 1 and parts[-1] != "__init__":
+            lasts.setdefault(parts[-1], []).append(name)
+    return {last: names[0] for last, names in lasts.items() if len(names) == 1}
+
+
+def _ours(reference: str) -> list[str] | None:
+    """A reference as a module of ours and the names in it (``_cli/doctor.Row``
+    → ``_cli.doctor``, ``Row``; ``parent.Waiter`` → ``_evaluation.parent``,
+    ``Waiter``), or None when its first part names no module of ours
+    (``os.walk``, ``_posixsubprocess.fork_exec``, a bare ``cache``)."""
+    parts = reference.replace("/", ".").split(".")
+    if parts[0] == PACKAGE.name and len(parts) > 1:
+        parts = parts[1:]
+    if parts[0] in _short_names() and len(parts) > 1:
+        parts = [*_short_names()[parts[0]].split("."), *parts[1:]]
+    if _module_file(parts[0]) is None:
+        return None
+    return parts
+
+
+#: What a reference resolved to: nothing, a module or class (whose names a
+#: bare name in parentheses after it is one of), or another name.
+MISSING, SCOPE, NAME = "missing", "scope", "name"
+
+
+def _what_is(parts: list[str]) -> str:
+    """What ``parts`` (a module of ours, then names: ``_ours``) is in the
+    package: a module, a class, a function or constant, a class's method or
+    attribute; the file of a module (``_cli/explain.py``); or :data:`MISSING`.
+    A package's ``__init__`` holds what its ``__all__`` exports too."""
+    for cut in range(len(parts), 0, -1):  # the longest module prefix
+        path = _module_file(".".join(parts[:cut]))
+        if path is None:
+            continue
+        rest = parts[cut:]
+        if rest == ["py"]:
+            return MISSING if path.name == "__init__.py" else NAME  # the file
+        tree = _tree(path)
+        exported = {e.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__"
+                            for t in n.targets)
+                    for e in ast.walk(n.value)
+                    if isinstance(e, ast.Constant)}  # fmt: skip
+        scope: ast.AST | None = tree
+        for at, part in enumerate(rest):
+            members = _members(scope) if scope is not None else {}
+            if at == 0 and part in exported:
+                members.setdefault(part, None)
+            if part not in members:
+                return MISSING
+            scope = members[part]
+        return SCOPE if scope is not None else NAME
+    return MISSING
+
+
+def _exists(reference: str) -> bool:
+    """Whether ``_module.name`` (``_cli/doctor.name``, ``name`` a function, a
+    class, a constant, or a class's method or attribute ``Class.name``; a
+    module alone; a module's file, ``_cli/explain.py``) is in the package;
+    True for a reference that is not to the package."""
+    parts = _ours(reference)
+    return parts is None or _what_is(parts) != MISSING
+
+
+#: A backticked name: dotted (or, for a module, slashed), alone or called
+#: (``_hook.apply(outcome)``).
+REFERENCE = re.compile(r"`([A-Za-z_]\w*(?:[./]\w+)*)[(`]")
+#: What may stand between a reference and a bare name that goes on beside it
+#: (``_environ.world_size`, `timeout``) ...
+BESIDE = (", ", " / ", ", and ", " and ")
+#: ... or in it (``_pools` (`choose``, ``Child` (`read_line``).
+INSIDE = " ("
+
+
+def references(text: str) -> list[str]:
+    """Every name of the package ``text`` gives: ``_module.name`` and a
+    module alone, and the bare names that go on beside the name just given
+    (``_environ.world_size`, `timeout``) or in it (``_evaluation/spawns`
+    (`SPAWN_EVENTS`, `Wrappers``)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        last: list[str] | None = None  # the name just given, resolved
+        beside: list[str] = []  # the module or class it is in
+        end = 0
+        for match in re.finditer(r"`([^`]+)`", line):
+            between, end = line[end : match.start()], match.end()
+            token = match.group(1)
+            ref = REFERENCE.match(match.group(0))
+            parts = _ours(ref.group(1)) if ref else None
+            bare = re.fullmatch(r"\w+|[A-Z]\w*\.\w+", token)
+            if parts is not None:
+                assert ref is not None
+                found.append(ref.group(1))
+                last = parts
+                module = _module_file(".".join(parts)) is not None
+                beside = parts if module else parts[:-1]
+            elif last is not None and bare and between in (*BESIDE, INSIDE):
+                if between == INSIDE and _what_is(last) == SCOPE:
+                    beside = last
+                last = [*beside, *token.split(".")]
+                found.append(".".join(last))
+            else:
+                last = None
+    return found
+
+
+def test_design_md_names_only_what_exists() -> None:
+    """Each name of the package design.md gives, in every section, is in the
+    package (was: ``_evaluation/result_text``, ``parent.Check``, ``deps.check``
+    and ``child.lowest_priority``, moved or gone, still given as homes)."""
+    missing = sorted({r for r in references(DESIGN.read_text()) if not _exists(r)})
+    assert missing == []
+
+
+def test_the_names_check_finds_what_is_gone() -> None:
+    """The check above, on names that are not there and names that are."""
+    text = (
+        "| x | `_evaluation/result_text`, `_decision.fit` (`gone_too`) |\n"
+        "`parent.Check`, `Evaluation`, `no_such` and `_cli/explain.py`\n"
+        "`_hook.apply(outcome)` sets `GPU_MAX_HW_QUEUES`; `os.walk`"
+    )
+    assert sorted(r for r in references(text) if not _exists(r)) == [
+        "_decision.gone_too", "_evaluation.parent.no_such",
+        "_evaluation/result_text", "parent.Check",
+    ]  # fmt: skip
+    assert _exists("_evaluation.parent.Waiter.check")  # an attribute of self
+    assert _exists("_cli/_common.Reading.config") and _exists(GATE + ".reinstall")
 
 
 if __name__ == "__main__":
