@@ -205,9 +205,10 @@ def test_cache(quick: QuickRuns) -> None:
         rf"Cache\.lookup, 3 fresh processes: min {NUMBER} ms",
         rf"run to its end: median {NUMBER} s wall, {NUMBER} CPU seconds \(min"
         rf" {NUMBER}\), peak {NUMBER} MiB",
-        rf"pinned to CPU 0 beside a check there \(quiet\): keeps {NUMBER}%",
-        rf"pinned to CPU 0 beside a check there \(busy: CPU 1 computing\): keeps"
-        rf" {NUMBER}%",
+        rf"pinned to CPU 0 beside a check there \(CPU 1 idle\): the check took"
+        rf" {NUMBER}% of CPU 0 \(max {NUMBER}%: the training keeps >= {NUMBER}%",
+        rf"pinned to CPU 0 beside a check there \(CPU 1 computing\): the check"
+        rf" took {NUMBER}% of CPU 0",
     )
 
 

@@ -187,10 +187,13 @@ def test_an_answer_the_child_found_itself_is_checked(flagged: dict[str, str]) ->
     lines, said = finding(flagged)  # the first: evaluated here
     assert len(lines) == 1 and flat(json.loads(lines[0]))["how"] == "evaluated"
     Path(flagged["WORK"], "tp2.flag").write_text("")
+    taken_id = entry(flagged)["id"]
     lines, said = finding(flagged)
     taken, checked = lines
     assert (flat(json.loads(taken))["how"], flat(json.loads(taken))["inputs"]) == (
         "cache", TP1)  # fmt: skip
+    # noted as taken, as the launcher's hit is: the bound on unchecked hits
+    assert Cache(flagged["CACHE"]).unchecked("k" * 32, taken_id) == 1
     assert verdict(checked) == ("stale", TP2)
     assert len(said) == 1 and "was stale" in said[0]
     assert entry(flagged)["result"]["inputs"] == TP2
