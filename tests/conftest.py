@@ -83,6 +83,44 @@ def _environment_left_as_found(request: pytest.FixtureRequest) -> object:
         assert after == before, "the test changed this process's environment"
 
 
+#: Where the kernel groups tasks by session (autogroup), the group's niceness:
+#: shared by every process of the session, the test run's and all it starts.
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def priority() -> tuple[object, object, object]:
+    """This process's CPU priority: its niceness, its scheduling class, and its
+    session's autogroup niceness (None where there is none)."""
+    try:
+        with open(AUTOGROUP) as group:
+            shared: object = group.read().split()[-1]
+    except (OSError, IndexError):
+        shared = None
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    return os.nice(0), policy, shared
+
+
+@pytest.fixture(autouse=True)
+def _priority_left_as_found(request: pytest.FixtureRequest) -> object:
+    """A test may lower the CPU priority only of a process in a session of its
+    own, as the package's children are: the session's autogroup at nice 19
+    weighs 15 against another session's 1024, so every later test of the run,
+    and every later command of the shell that started it, would get ~1.4 % of
+    a CPU wherever anything else runs (the torchtitan tests then took over 300
+    s for 22 s of CPU). A forked test's own process may lower itself."""
+    forked = request.node.get_closest_marker("forked") is not None
+    before = priority()
+    yield
+    after = priority()
+    if forked:
+        before, after = before[2:], after[2:]
+    assert after == before, (
+        f"the test changed the priority of the test run (niceness, scheduling"
+        f" class, the session's autogroup): {before} -> {after}; lower a process"
+        f" of its own session only (start_new_session=True, os.setsid())"
+    )
+
+
 #: pytest-forked before 1.7 (the last release for Python 3.9 is 1.6.0) runs a
 #: forked test's setup and teardown in the child only: the parent's setup state
 #: keeps the module of the tests before it, and the next module's first test

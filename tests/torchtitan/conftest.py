@@ -8,9 +8,11 @@ that makes a training process report what it was started with and stop before
 any training: a torchtitan program prints one ``PROBE`` line (after starting a
 process, so that a pending ``--module`` evaluation is waited for, as before a
 worker's start) and exits. It also counts the evaluations: a child of this
-package that imports torchtitan writes its pid to ``$EVAL_LOG``, and torchrun
-notes each worker start it begins (where it waits for a pending value) in
-``$EVAL_LOG.starts``. With
+package that imports torchtitan writes its pid to ``$EVAL_LOG``, or, when it
+imports it in a background check of an answer it did not evaluate (the
+child's ``_check``, which the launch never waits for), to ``$EVAL_LOG.checks``;
+and torchrun notes each worker start it begins (where it waits for a pending
+value) in ``$EVAL_LOG.starts``. With
 ``PROBE_LAUNCHER`` it plays a launcher of its own instead, starting two workers
 with environments made before the value arrived (``upfront``) or from two
 threads at once (``threads``).
@@ -37,10 +39,20 @@ import json, os, sys
 argv = list(getattr(sys, "orig_argv", []))
 _log = os.environ.get("EVAL_LOG")  # now: the evaluation records what it reads
 if any("rocm_hwq_autoset._evaluation.child" in a for a in argv) and _log:
+    def _checking():  # whether the child's _check is on the stack
+        frame = sys._getframe(2)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "_check" and code.co_filename.endswith(
+                    os.path.join("_evaluation", "child.py")):
+                return True
+            frame = frame.f_back
+        return False
+
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)
-            with open(_log, "a") as log:
+            with open(_log + ".checks" if _checking() else _log, "a") as log:
                 log.write(f"{os.getpid()}\n")
     sys.addaudithook(_count)
 elif sys.argv[0].endswith("/torchrun") and _log:  # the launcher: note its first
@@ -146,7 +158,15 @@ class Launches:
         }
 
     def evaluations(self) -> int:
+        """How many evaluations the launches made (or waited for): not the
+        background checks."""
         return self.log.read_text().count("\n") if self.log.exists() else 0
+
+    def checks(self) -> int:
+        """How many background checks got as far as importing torchtitan (a
+        launch that ends first ends its check: this many, or fewer)."""
+        checks = self.log.with_name(self.log.name + ".checks")
+        return checks.read_text().count("\n") if checks.exists() else 0
 
     def worker_starts(self) -> int:
         """How often a torchrun began to start a worker."""

@@ -283,16 +283,21 @@ def mine():
     return config
 """
 #: A torchtitan program (a script in a ``torchtitan`` folder) that imports
-#: torch, reports its value, then lives until the entry changed (its check
-#: stored its answer) and a second more, or 120 s: as a training run does.
+#: torch, reports its value, then, where it started with an entry there (a
+#: hit: its check runs), lives until the entry changed (its check stored its
+#: answer) and a second more, or 120 s: as a training run does. The entry is
+#: looked at before torch is imported: the first launch's child may store its
+#: answer while torch is imported, and no check ever changes that entry (was:
+#: the first launch of a test waited 120 s for it, often).
 WAITING = """
 import glob, json, os, time
-import torch
-print("WAITED " + json.dumps(os.environ.get("GPU_MAX_HW_QUEUES")), flush=True)
 def stamp():
     where = os.environ["ROCM_HWQ_AUTOSET_CACHE_DIR"]
     return [os.stat(p).st_mtime_ns for p in glob.glob(where + "/*.json")]
-first, deadline = stamp(), time.monotonic() + 120
+first = stamp()
+import torch
+print("WAITED " + json.dumps(os.environ.get("GPU_MAX_HW_QUEUES")), flush=True)
+deadline = time.monotonic() + 120
 if first and not os.environ.get("NO_WAIT"):
     while stamp() == first and time.monotonic() < deadline:
         time.sleep(0.1)
