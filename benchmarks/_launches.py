@@ -39,13 +39,27 @@ if not _argv:  # Python 3.9: the whole command line is the kernel's
             _argv = [os.fsdecode(w) for w in _line.read().split(b"\0")[:-1]]
     except OSError:
         pass
-_log = os.environ.get("EVAL_LOG")  # read now: the evaluation records what it reads
-if "rocm_hwq_autoset._evaluation.child" in _argv and _log:
+def _unrecorded(name):
+    # Read where no recording sees it: the evaluating child runs site (and so
+    # this file) under its recorder, and a per-launch log path must not become
+    # a dependency of the entry (every relaunch would be stale).
+    with open("/proc/self/environ", "rb") as f:
+        for item in f.read().split(b"\0"):
+            key, _, value = item.partition(b"=")
+            if key == name.encode():
+                return value.decode()
+    return None
+_log = _unrecorded("EVAL_LOG")
+if any("rocm_hwq_autoset._evaluation.child" in a for a in _argv) and _log:
     def _count(event, args, seen=[]):
         if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
             seen.append(1)
+            # A check runs at SCHED_IDLE from its start (a launcher's, or the
+            # node's one child checking a peer's answer); an evaluation only
+            # after it answered.
+            check = os.sched_getscheduler(0) == getattr(os, "SCHED_IDLE", -1)
             with open(_log, "a") as log:  # a background check marked as one
-                log.write("%d%s\n" % (os.getpid(), " check" * ("--check" in _argv)))
+                log.write("%d%s\n" % (os.getpid(), " check" * check))
     sys.addaudithook(_count)
 elif (sys.argv[0] == "-m" and len(_argv) > len(sys.argv)
       and _argv[len(_argv) - len(sys.argv)] == "torchtitan.train"):

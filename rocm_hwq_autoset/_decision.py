@@ -37,7 +37,6 @@ from ._environ import (
     marker,
     prints_for_node,
     switch,
-    timeout,
 )
 from ._environ import world_size as _world_size
 from ._model import Config, Inputs, Recommendation, decode_inputs, read_inputs
@@ -67,8 +66,9 @@ def internal_error(exc: BaseException) -> str:
 
 #: Outcome levels. ``set``: a value to set, one line per node. ``skip``: nothing
 #: to do, said only in verbose mode. ``warning``: nothing set (or an explicit
-#: value kept) because of an input that is wrong; one line per node.
-SET, SKIP, WARNING = "set", "skip", "warning"
+#: value kept) because of an input that is wrong; one line per node. ``note``:
+#: what the launch is doing (a long wait), one line per node; no decision.
+SET, SKIP, WARNING, NOTE = "set", "skip", "warning", "note"
 
 
 class Outcome:
@@ -119,7 +119,9 @@ class Outcome:
             return None
         if level != VERBOSE and (self.level == SKIP or not prints_for_node(environ)):
             return None
-        lead = {SET: "", SKIP: "nothing to do: ", WARNING: "warning: "}[self.level]
+        lead = {SET: "", NOTE: "", SKIP: "nothing to do: ", WARNING: "warning: "}[
+            self.level
+        ]
         return PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
 
     def __repr__(self) -> str:
@@ -172,9 +174,6 @@ def decide(
         size = world_size(environ)
         if launch.form == MODULE_FORM:
             _module, _config = launch.registry  # both, with values: torchtitan's need
-            _, problem = timeout(environ)
-            if problem is not None:  # said here, before any child
-                raise ConfigError(problem, TIMEOUT)
             return launch
         rec = recommend(size)
     except ConfigError as exc:
@@ -225,6 +224,30 @@ def conclude(
     except ConfigError as exc:
         return failed(MODULE_FORM, exc)
     return _value(environ, rec, MODULE_FORM, cached=cached)
+
+
+def waiting(launch: Launch, left: float) -> Outcome:
+    """The line of a launch still waiting for its evaluation: what it waits
+    for, and for how long at most."""
+    module, config = launch.registry
+    return Outcome(
+        NOTE,
+        f"waiting for the --module/--config evaluation (torchtitan builds"
+        f" {module}'s config {config} in a child)",
+        f"at most {left:.0f} s more ({TIMEOUT})",
+    )
+
+
+def interrupted(exc: BaseException, waited: float) -> Outcome:
+    """The line of a wait a signal cut short (Ctrl-C: ``KeyboardInterrupt``; a
+    launcher's handler's exception): what it interrupted. The exception goes
+    on as it would without the hook."""
+    return Outcome(
+        WARNING,
+        f"{type(exc).__name__} after {waited:.1f} s of waiting for the"
+        " --module/--config evaluation",
+        f"{QUEUES} left unset",
+    )
 
 
 def failed(form: str, error: ConfigError) -> Outcome:

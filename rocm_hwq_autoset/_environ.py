@@ -196,7 +196,8 @@ def timeout(environ: "Mapping[str, str]") -> "tuple[float, str | None]":
         value = 0.0
     if not 0 < value <= MAX_TIMEOUT:
         return DEFAULT_TIMEOUT, (
-            f"{raw!r} is not a positive number of seconds up to {MAX_TIMEOUT:g}"
+            f"{TIMEOUT}={raw!r} is not a positive number of seconds up to"
+            f" {MAX_TIMEOUT:g}; using the default ({DEFAULT_TIMEOUT:g} s)"
         )
     return value, None
 

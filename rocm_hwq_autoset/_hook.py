@@ -30,6 +30,7 @@ from ._environ import (
     ORIGIN,
     QUEUES,
     log_level,
+    timeout,
 )
 from ._model import encode_inputs
 
@@ -67,6 +68,10 @@ def run() -> None:
         )
         if not isinstance(decided, Outcome):  # a --module launch to evaluate
             from ._evaluation import start  # the wing's one door
+
+            _, problem = timeout(os.environ)
+            if problem:
+                say(Outcome(WARNING, problem), os.environ)
 
             start(decided, apply)
         else:
@@ -137,7 +142,7 @@ def apply(
         from ._rocm import early_pth_files, hip_started  # only with a value
 
         if hip_started():
-            early = early_pth_files(_site_dirs())
+            early = early_pth_files()
             say(too_late(outcome, during=during, early=early), os.environ)
 
 
@@ -154,19 +159,6 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
             stream.flush()
     except Exception:  # a closed or broken stderr must not break start-up
         pass
-
-
-def _site_dirs() -> list[str]:
-    """The directories ``site`` ran ``.pth`` files in, in its order: the site
-    directories (this environment's, its base's, the user's) as they stand on
-    ``sys.path``, where ``site`` puts each before it runs its ``.pth`` files
-    (Python 3.12 and older run a venv's from ``site.venv``, before the list
-    ``site.getsitepackages`` gives says it is one)."""
-    import site
-
-    prefixes = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
-    known = {*site.getsitepackages(prefixes), site.getusersitepackages()}
-    return [entry for entry in dict.fromkeys(sys.path) if entry in known]
 
 
 def _detect() -> tuple[bool, str]:

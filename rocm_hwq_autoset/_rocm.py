@@ -120,13 +120,27 @@ def hip_started() -> bool:
     return False
 
 
-def early_pth_files(site_dirs: Iterable[str]) -> list[str]:
+def site_dirs() -> list[str]:
+    """The directories ``site`` ran ``.pth`` files in, in its order: the site
+    directories (this environment's, its base's, the user's) as they stand on
+    ``sys.path``, where ``site`` puts each before it runs its ``.pth`` files
+    (Python 3.12 and older run a venv's from ``site.venv``, before the list
+    ``site.getsitepackages`` gives says it is one)."""
+    import site
+    import sys
+
+    prefixes = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
+    known = {*site.getsitepackages(prefixes), site.getusersitepackages()}
+    return [entry for entry in dict.fromkeys(sys.path) if entry in known]
+
+
+def early_pth_files() -> list[str]:
     """The ``.pth`` files ``site`` runs before this package's (:data:`PTH`)
     that run code (a line that starts with ``import``): what may have started
-    HIP before the hook. ``site_dirs`` in ``site``'s order (the user site, then
-    the site directories); within one, by name, up to ours."""
+    HIP before the hook. In :func:`site_dirs`' order; within one, by name, up
+    to ours."""
     found: list[str] = []
-    for folder in site_dirs:
+    for folder in site_dirs():
         try:
             names = sorted(os.listdir(folder))
         except OSError:

@@ -43,6 +43,7 @@ from .._environ import (
     QUEUES,
     TOML_FORM,
     QueuesSetting,
+    timeout,
 )
 from .._model import Recommendation
 from .._rocm import detect
@@ -192,6 +193,9 @@ class Reading:
             from .._evaluation import evaluate  # starts a child: no torch here
 
             _module, _config = self.launch.registry  # raises without both flags
+            _, problem = timeout(self.environ)
+            if problem:  # the evaluation goes on with the default, as the hook's
+                write_stderr(f"{PROG}: warning: {problem}\n")
             result, self.found = evaluate(
                 self.launch, self.environ, use_cache=self.use_cache, fresh=self.fresh
             )
@@ -238,7 +242,7 @@ class Reading:
         return conclude(environ, decided, config)
 
 
-def describe(outcome: Outcome) -> str:
+def hook_words(outcome: Outcome) -> str:
     """The hook's outcome as ``explain`` and ``doctor`` show it."""
     if outcome.queues is not None and outcome.level in (SET, SKIP):
         return f"would set {QUEUES}={outcome.queues}"

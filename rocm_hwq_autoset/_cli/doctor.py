@@ -16,14 +16,25 @@ if TYPE_CHECKING:
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
-from .._environ import LOG, OFF, QUEUES, SWITCH, QueuesSetting, log_level, switch
+from .._environ import (
+    LOG,
+    OFF,
+    QUEUES,
+    SWITCH,
+    TIMEOUT,
+    QueuesSetting,
+    log_level,
+    switch,
+    timeout,
+)
 from .._evaluation import location, open_cache
+from .._rocm import early_pth_files
 from ._common import (
     AS_IF_ON_ROCM,
     Option,
     Reading,
     add_options,
-    describe,
+    hook_words,
     rocm,
     training_environ,
 )
@@ -55,7 +66,10 @@ PEP_829_PYTHON = (3, 15)
 COLUMN = 6 + len(START) + 1
 
 
-class Check:
+class Row:
+    """One line of doctor's report: its status, what it is about, and what was
+    found."""
+
     __slots__ = ("detail", "status", "topic")
 
     def __init__(self, status: str, topic: str, detail: str) -> None:
@@ -72,18 +86,19 @@ def site_directories() -> list[tuple[str, bool]]:
     return dirs
 
 
-def startup_file_checks() -> list[Check]:
+def startup_file_checks() -> list[Row]:
     if sys.flags.no_site:
         # Without site, sys.prefix is not even the venv's: nothing to look for.
-        return [Check("FAIL", "site", "python -S: site is skipped, so no .pth runs")]
+        return [Row("FAIL", "site", "python -S: site is skipped, so no .pth runs")]
     dirs = site_directories()
     found = [(d, on) for d, on in dirs if os.path.isfile(os.path.join(d, PTH))]
     active = [d for d, on in found if on]
     checks = []
     if active:
-        checks.append(Check("ok", PTH, os.path.join(active[0], PTH)))
+        checks.append(Row("ok", PTH, os.path.join(active[0], PTH)))
+        checks.append(early_starters_check())
     elif found:
-        checks.append(Check("FAIL", PTH, f"{os.path.join(found[0][0], PTH)} is in"
+        checks.append(Row("FAIL", PTH, f"{os.path.join(found[0][0], PTH)} is in"
                             " the user site, which is disabled (-s, -I or"
                             " PYTHONNOUSERSITE)"))  # fmt: skip
     else:
@@ -108,25 +123,41 @@ def startup_file_checks() -> list[Check]:
                 "in no site directory of this interpreter: not installed;"
                 f" install: {reinstall_command()}"
             )
-        checks.append(Check("FAIL", PTH, detail))
+        checks.append(Row("FAIL", PTH, detail))
     ours = installed_file(PTH)
     if active and ours and _same(ours, os.path.join(active[0], PTH)):
         stale = stale_copy(ours, PTH)  # the distribution's: a checkout's copy?
         if stale is not None:
-            checks.append(Check("FAIL", PTH, stale))
+            checks.append(Row("FAIL", PTH, stale))
     start_dirs = [d for d, on in dirs if on and os.path.isfile(os.path.join(d, START))]
     if sys.version_info >= PEP_829_PYTHON:
         checks.append(
-            Check("ok", START, "present: Python runs it instead of the .pth line")
+            Row("ok", START, "present: Python runs it instead of the .pth line")
             if start_dirs
-            else Check("FAIL", START, "missing: Python 3.15+ runs the hook from it")
+            else Row("FAIL", START, "missing: Python 3.15+ runs the hook from it")
         )  # fmt: skip
     elif start_dirs:
-        checks.append(Check("ok", START, "present, for Python 3.15+ (PEP 829)"))
+        checks.append(Row("ok", START, "present, for Python 3.15+ (PEP 829)"))
     return checks
 
 
-def gate_check() -> Check:
+def early_starters_check() -> Row:
+    """The ``.pth`` files ``site`` runs before ours that run code: one that
+    starts HIP (imports torch and asks for a GPU, say) does so before the hook
+    puts the value in place; the hook then warns, in that launch."""
+    early = early_pth_files()
+    if not early:
+        return Row("ok", "before it", f"no .pth file site runs before {PTH} runs code")
+    return Row(
+        "note",
+        "before it",
+        f"{len(early)} .pth file{'s' * (len(early) > 1)} site runs before {PTH} run"
+        f"{'s' * (len(early) == 1)} code; one that starts HIP makes the hook come"
+        f" too late (it warns then): {', '.join(early)}",
+    )
+
+
+def gate_check() -> Row:
     """The gate module, which the ``.pth`` line and the ``.start`` entry import
     by name: without it (or with another one first on the path) the hook never
     runs, and the ``.pth`` line says nothing. It belongs beside the package
@@ -138,21 +169,21 @@ def gate_check() -> Check:
 
     spec = importlib.util.find_spec(GATE)
     if spec is None or not spec.origin:
-        return Check("FAIL", GATE, "missing: the .pth line imports it, and"
+        return Row("FAIL", GATE, "missing: the .pth line imports it, and"
                      " without it the hook never runs; reinstall:"
                      f" {reinstall_command()}")  # fmt: skip
     beside = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if _same(os.path.dirname(spec.origin), os.path.dirname(beside)):
-        return Check("ok", GATE, spec.origin)
+        return Row("ok", GATE, spec.origin)
     installed = installed_file(f"{GATE}.py")
     if installed is None or not _same(installed, spec.origin):
-        return Check("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
+        return Row("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
                      f" the one beside {beside} nor the one installed with"
                      " it")  # fmt: skip
     stale = stale_copy(spec.origin, f"{GATE}.py")
     if stale is not None:
-        return Check("FAIL", GATE, stale)
-    return Check("ok", GATE, f"{spec.origin} (installed with the package)")
+        return Row("FAIL", GATE, stale)
+    return Row("ok", GATE, f"{spec.origin} (installed with the package)")
 
 
 #: The installed distribution's name, as ``pip list`` shows it.
@@ -224,26 +255,29 @@ def _may_be_launch(training: Sequence[str]) -> bool:
     return may_be_launch(["-m", *training], None, ["", "torchtitan", *training])
 
 
-def environment_checks(training: Sequence[str]) -> list[Check]:
+def environment_checks(training: Sequence[str]) -> list[Row]:
     from .. import _hook  # what the hook decided in this process, at start-up
 
     checks = []
     on_rocm, evidence = rocm()
     if on_rocm:
-        checks.append(Check("ok", "ROCm", evidence))
+        checks.append(Row("ok", "ROCm", evidence))
     else:
-        checks.append(Check("note", "not ROCm", evidence))
+        checks.append(Row("note", "not ROCm", evidence))
     mode, problem = switch(os.environ)
     if mode == OFF:
-        checks.append(Check("note", SWITCH, f"{os.environ[SWITCH]}: opted out"))
+        checks.append(Row("note", SWITCH, f"{os.environ[SWITCH]}: opted out"))
     if problem:
-        checks.append(Check("FAIL", SWITCH, f"{problem}: the hook does nothing"))
+        checks.append(Row("FAIL", SWITCH, f"{problem}: the hook does nothing"))
     _, log_problem = log_level(os.environ)
     if log_problem:
-        checks.append(Check("FAIL", LOG, log_problem))
+        checks.append(Row("FAIL", LOG, log_problem))
+    _, timeout_problem = timeout(os.environ)
+    if timeout_problem:
+        checks.append(Row("FAIL", TIMEOUT, timeout_problem))
     setting = QueuesSetting(os.environ)
     usable = setting.explicit is None or setting.problem is None
-    checks.append(Check("ok" if usable else "FAIL", QUEUES, setting.describe()))
+    checks.append(Row("ok" if usable else "FAIL", QUEUES, setting.describe()))
     checks += cache_checks()
     checks.append(start_up_check(_hook.decided))
     if training:
@@ -254,14 +288,14 @@ def environment_checks(training: Sequence[str]) -> list[Check]:
                 if mode == OFF
                 else "no --job.config_file, nor --module for torchtitan:"
             )
-            checks.append(Check("note", "for that launch", f"{why} the hook stays"
+            checks.append(Row("note", "for that launch", f"{why} the hook stays"
                                 " out (the package is not imported)"))  # fmt: skip
         else:
             checks.append(launch_check(training, on_rocm))
     return checks
 
 
-def launch_check(training: Sequence[str], on_rocm: bool) -> Check:
+def launch_check(training: Sequence[str], on_rocm: bool) -> Row:
     """What the hook would do for ``python -m torchtitan.train TRAINING`` on a
     ROCm node: off ROCm (a login node, an image build) it is checked as if on
     ROCm, so that a config the hook would refuse there fails here too."""
@@ -270,12 +304,12 @@ def launch_check(training: Sequence[str], on_rocm: bool) -> Check:
         reading = Reading(training, training_environ(None))
         outcome = reading.hook_outcome(as_if_on_rocm=not on_rocm)
     except ConfigError as exc:
-        return Check("FAIL", "for that launch", f"{exc}{as_if}")
+        return Row("FAIL", "for that launch", f"{exc}{as_if}")
     status = "FAIL" if outcome.level == WARNING else "ok"
-    return Check(status, "for that launch", describe(outcome) + as_if)
+    return Row(status, "for that launch", hook_words(outcome) + as_if)
 
 
-def start_up_check(decided: Outcome | Launch | None) -> Check:
+def start_up_check(decided: Outcome | Launch | None) -> Row:
     """What the hook did in this process at interpreter start: nothing for the
     package's own commands (Python >= 3.10 tells them apart)."""
     if decided is None:
@@ -288,34 +322,52 @@ def start_up_check(decided: Outcome | Launch | None) -> Check:
         detail = f"at start-up the hook set {QUEUES}={decided.queues} here"
     else:
         detail = f"at start-up the hook warned: {decided.message}"
-    return Check("note", "this process", detail)
+    return Row("note", "this process", detail)
 
 
-def cache_checks() -> list[Check]:
+def _not_made_yet(path: str) -> bool:
+    """Whether the cache's folder is missing and could be made (not: a folder
+    on the way to it is a file)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def cache_checks() -> list[Row]:
     """Where the cache of --module evaluations is, whether it is usable, and
     how many entries it holds."""
     try:
         cache, problem = open_cache(os.environ, create=False)
     except ConfigError as exc:
-        return [Check("FAIL", "cache", str(exc))]
+        return [Row("FAIL", "cache", str(exc))]
     if cache is None and not problem:
-        return [Check("note", "cache", "off (ROCM_HWQ_AUTOSET_CACHE)")]
+        return [Row("note", "cache", "off (ROCM_HWQ_AUTOSET_CACHE)")]
     if cache is None:
-        missing = not os.path.exists(location(os.environ))
-        if missing:
-            return [Check("ok", "cache", f"{location(os.environ)}: not made yet")]
-        return [Check("FAIL", "cache", problem)]
+        if _not_made_yet(location(os.environ)):
+            return [Row("ok", "cache", f"{location(os.environ)}: not made yet")]
+        return [Row("FAIL", "cache", problem)]
     try:
         count = cache.count()
     except OSError as exc:
-        return [Check("FAIL", "cache", f"{cache.path}: {exc.strerror}")]
+        return [Row("FAIL", "cache", f"{cache.path}: {exc.strerror}")]
     plural = "y" if count == 1 else "ies"
-    return [Check("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
+    if not os.access(cache.path, os.W_OK | os.X_OK):  # a read-only mount, chattr +i
+        detail = (
+            f"{cache.path}: read-only, {count} entr{plural} used as they are; no new"
+            " one is stored, so each --module launch not among them evaluates again"
+            " (seconds each)"
+        )
+        return [Row("FAIL", "cache", detail)]
+    return [Row("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
 
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
-        Check("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
+        Row("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
         *startup_file_checks(),
         *([] if sys.flags.no_site else [gate_check()]),
         *environment_checks(opts.training),

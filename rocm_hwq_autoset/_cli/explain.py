@@ -26,7 +26,7 @@ from ._common import (
     Option,
     Reading,
     add_options,
-    describe,
+    hook_words,
     rocm,
     training_environ,
 )
@@ -110,7 +110,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "set_by": setting.who,
             "explicit": explicit is not None,
             "opted_out": switch(os.environ)[0] == OFF,
-            "hook": describe(outcome),
+            "hook": hook_words(outcome),
         }
         out.write(json.dumps(doc, indent=2) + "\n")
         return 0
@@ -118,7 +118,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         "ROCm": ("yes: " if on_rocm else "no: ") + evidence,
         QUEUES: setting.describe(),
         SWITCH: os.environ.get(SWITCH, "unset"),
-        "the hook": describe(outcome),
+        "the hook": hook_words(outcome),
     }
     if not opts.export:
         out.write(as_text(rec, source=source, found=reading.found,
@@ -199,7 +199,7 @@ def fact(rec: Recommendation, name: str) -> str:
         keys = FACT_KEYS[name]
         # compile.passes (the TOML era's compiler_toolkit) only where it was set
         shown = [
-            s for k, s in zip(keys, shown) if k != "compile.passes" or _set(rec, k)
+            s for k, s in zip(keys, shown) if k != "compile.passes" or _given(rec, k)
         ]
         return f"cudagraph {'on' if on else 'off'}: " + ", ".join(shown)
     if name in ("expert", "tensor", "context") and not on:
@@ -214,7 +214,9 @@ def _show(rec: Recommendation, key: str) -> str:
     return f"{key} = {toml_value(setting.value)} ({setting.source})"
 
 
-def _set(rec: Recommendation, key: str) -> bool:
+def _given(rec: Recommendation, key: str) -> bool:
+    """Whether a field was given (by the config or the arguments), not left
+    at its default."""
     setting = rec.settings.get(key)
     return setting is not None and setting.source != "default"
 

@@ -23,6 +23,7 @@ there were none.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -148,16 +149,18 @@ def key(
     interpreter: tuple[Sequence[str], str | None] = ((), None),
 ) -> str:
     """What a launch must match exactly to use an entry, hashed: 32 hex digits.
-    The entry's format; the interpreter, by its real path, ``sys.prefix`` and
-    version (``venv/bin/python``, ``python3`` and a console script's shebang
-    share entries; two venvs of one Python do not); the working directory, the
+    The entry's format; the interpreter, by its real path, ``sys.prefix``'s
+    and version (``venv/bin/python``, ``python3``, a console script's shebang
+    and the venv reached through a link share entries; two venvs of one Python
+    do not); the working directory, the
     arguments and :data:`KEY_VARIABLES` (the visible GPUs by how many each
     lists, not which: ranks bound to one GPU each share an entry), in that
     order; the interpreter's options that change where imports come from and
     the first ``sys.path`` entry it puts (``parent.interpreter_of``). JSON
     escapes every character that is not ASCII (an argument of undecodable bytes
     too)."""
-    fields = [FORMAT, os.path.realpath(sys.executable), sys.prefix, sys.version,
+    fields = [FORMAT, os.path.realpath(sys.executable), os.path.realpath(sys.prefix),
+              sys.version,
               os.getcwd(), list(args), list(interpreter[0]), interpreter[1],
               [_devices(environ.get(name)) if name in DEVICES else environ.get(name)
                for name in KEY_VARIABLES]]  # fmt: skip
@@ -413,11 +416,13 @@ def open_cache(
     path = location(environ)
     try:
         existed = os.path.lexists(path)
-        if create:
+        if create and not existed:
             os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.stat(path)
-    except OSError as exc:
+    except OSError as exc:  # a folder on the way is a file: "Not a directory"
         return None, f"{path}: {exc.strerror}"
+    if not stat.S_ISDIR(info.st_mode):  # the same words, made or not
+        return None, f"{path}: {os.strerror(errno.ENOTDIR)}"
     problem = _untrusted(info)
     if problem:
         return None, f"{path}: {problem}; not used"

@@ -62,6 +62,8 @@ from .._decision import (
     conclude,
     failed,
     internal_error,
+    interrupted,
+    waiting,
 )
 from .._environ import (
     MODULE_FORM,
@@ -92,6 +94,9 @@ if TYPE_CHECKING:
 #: Seconds an exiting process gives a child that answered to store its answer
 #: in the cache (it takes a few tenths of a second for torchtitan 0.3.0).
 STORE_SECONDS = 2.0
+#: Seconds a launch waits for its evaluation before it says what it waits for
+#: (once per node): a wait shorter than this is not worth a line.
+SLOW_SECONDS = 2.0
 
 
 class Evaluation:
@@ -113,11 +118,9 @@ class Evaluation:
         """Start the child (``fresh``: never the entry, nor a peer's answer;
         ``checks``: what it finds without evaluating, it checks, and says on
         this process's stderr what it found, as this node's one process does);
-        ``ConfigError`` for a timeout it cannot read, ``OSError`` if it cannot
-        start."""
-        self.timeout, problem = timeout(environ)
-        if problem is not None:
-            raise ConfigError(problem, TIMEOUT)
+        ``OSError`` if it cannot start. A timeout it cannot read is the
+        default: whoever starts it says so (``_environ.timeout``)."""
+        self.timeout, _ = timeout(environ)  # a bad value: the default, said
         self.deadline = time.monotonic() + self.timeout
         options = ["--parent", str(os.getpid())]
         if cache is not None:
@@ -127,15 +130,23 @@ class Evaluation:
         say = checks and cache is not None and log_level(environ)[0] != QUIET
         self.child = Child(interpreter, options, launch.args, environ, say=say)
 
-    def answer(self) -> Answer:
+    def answer(self, slow: Callable[[float], None] | None = None) -> Answer:
         """The child's answer, waiting until the deadline at most; a failure
-        when there is none (the deadline, a child that ended without one). A
+        when there is none (the deadline, a child that ended without one).
+        ``slow``, if given, is called once when the wait has lasted
+        :data:`SLOW_SECONDS`, with the seconds left to the deadline. A
         child that answered is left to finish (it stores its answer in the
         cache after giving it); any other ends here. Raises only what does not
         belong to the evaluation (a signal handler's exception ...), after
         ending the child."""
         try:
-            line = self.child.read_line(self.deadline)
+            slow_at = time.monotonic() + SLOW_SECONDS
+            line = self.child.read_line(
+                self.deadline if slow is None else min(self.deadline, slow_at)
+            )
+            if line is None and slow is not None and time.monotonic() < self.deadline:
+                slow(self.deadline - time.monotonic())
+                line = self.child.read_line(self.deadline)
         except OSError as exc:
             self.child.end()
             return Answer(failure=f"reading the evaluation: {exc.strerror}")
@@ -391,8 +402,8 @@ class Waiter:
         try:
             self._need(environ, during)
         except BaseException as exc:
-            if is_foreign(exc):
-                raise
+            if is_foreign(exc):  # its traceback shows where it came, not our wait
+                raise exc.with_traceback(None)  # noqa: B904 - the same one, as it was
 
     def _need(self, environ: MutableMapping[str, str] | None, during: str) -> None:
         owner = os.getpid() == self.owner
@@ -415,8 +426,11 @@ class Waiter:
 
     def _conclude(self) -> Outcome:
         assert self.evaluation is not None
+        began = time.monotonic()
         try:
-            answer = self.evaluation.answer()
+            answer = self.evaluation.answer(
+                slow=lambda left: self.apply(waiting(self.launch, left))
+            )
             self.evaluation.child.linger = STORE_SECONDS  # to store the answer
             cached = answer.how != EVALUATED
             if cached and not self.launch.in_process:  # its check's verdict
@@ -426,6 +440,8 @@ class Waiter:
             if is_foreign(exc):
                 self.abandoned = True
                 self.wrappers.remove()
+                with contextlib.suppress(Exception):  # the signal's, not ours
+                    self.apply(interrupted(exc, time.monotonic() - began))
                 raise
             # Never a traceback from our own failure.
             return failed(MODULE_FORM, ConfigError(internal_error(exc)))

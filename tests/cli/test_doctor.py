@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import site
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
 from rocm_hwq_autoset._cli.doctor import (
-    Check,
+    Row,
     cache_checks,
     environment_checks,
     start_up_check,
@@ -196,7 +197,7 @@ def test_what_the_hook_did_at_start_up(
     assert f"note this process {said}" in flat
 
 
-def rows(checks: list[Check]) -> list[tuple[str, str, str]]:
+def rows(checks: list[Row]) -> list[tuple[str, str, str]]:
     return [(c.status, c.topic, c.detail) for c in checks]
 
 
@@ -232,15 +233,22 @@ SWITCH_VALUES = "1/on/true/yes/auto (on), 0/off/false/no (off) or force"
         ({"ROCM_HWQ_AUTOSET_LOG": "loud"},
          ("FAIL", "ROCM_HWQ_AUTOSET_LOG", "ROCM_HWQ_AUTOSET_LOG='loud' is not quiet"
           " or verbose; using the default (one line per node)")),
+        ({"ROCM_HWQ_AUTOSET_TIMEOUT": "2m"},
+         ("FAIL", "ROCM_HWQ_AUTOSET_TIMEOUT", "ROCM_HWQ_AUTOSET_TIMEOUT='2m' is not"
+          " a positive number of seconds up to 86400; using the default (120 s)")),
+        ({"ROCM_HWQ_AUTOSET_TIMEOUT": "300"}, None),
     ],
 )  # fmt: skip
 def test_each_variable_has_its_line(
-    env: dict[str, str], row: tuple[str, str, str],
+    env: dict[str, str], row: tuple[str, str, str] | None,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     found = rows(environment_checks([]))
+    if row is None:  # a good value: no line of its own
+        assert not any(topic in env for _, topic, _ in found)
+        return
     assert row in found
     topics = [topic for _, topic, _ in found]
     assert topics.count(row[1]) == 1
@@ -306,6 +314,46 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
     assert rows(cache_checks()) == [("FAIL", "cache", f"{cache}: Permission denied")]
 
 
+def test_a_read_only_cache_is_said_with_what_it_costs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: "usable, 0 entries" for a cache no launch can store in (issue
+    #28). os.access is the kernel's answer (EROFS, EPERM for chattr +i, root
+    included); tests/e2e/test_doctor.py asks a real read-only mount."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / f"{1:032x}.json").write_text("{}")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(cache))
+    asked: list[tuple[str, int]] = []
+
+    def access(path: str, mode: int) -> bool:
+        asked.append((path, mode))
+        return False
+
+    monkeypatch.setattr(_doctor.os, "access", access)
+    assert rows(cache_checks()) == [
+        ("FAIL", "cache", f"{cache}: read-only, 1 entry used as they are; no new one"
+         " is stored, so each --module launch not among them evaluates again"
+         " (seconds each)")
+    ]  # fmt: skip
+    assert asked == [(str(cache), os.W_OK | os.X_OK)]
+
+
+@pytest.mark.parametrize("where", ["file", "file/cache"])
+def test_a_cache_folder_that_is_a_file_is_said_as_the_hook_says_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Was: "File exists" from the hook, "Not a directory" from doctor."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / where))
+    said = f"{tmp_path / where}: Not a directory"
+    assert rows(cache_checks()) == [("FAIL", "cache", said)]
+    from rocm_hwq_autoset._evaluation import open_cache
+
+    assert open_cache(os.environ) == (None, said)  # the hook's, which may create
+    assert (tmp_path / "file").read_text() == ""
+
+
 class Flags:
     """``sys.flags`` with ``no_site`` replaced; every other flag as it is
     (Python 3.9's ``open()`` reads ``utf8_mode``)."""
@@ -327,7 +375,8 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     user, other = tmp_path / "user", tmp_path / "target"
     for folder in (*site_dirs, user, other):
         folder.mkdir()
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(d) for d in site_dirs])
+    monkeypatch.setattr(site, "getsitepackages",
+                        lambda prefixes=None: [str(d) for d in site_dirs])  # fmt: skip
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
     # No distribution of the package: one is made up where a test needs it.
     monkeypatch.setattr(_doctor, "installed_file", lambda name: None)
@@ -335,12 +384,19 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def lines(files: dict[str, list[str]], *, user_site: bool = True,
               on_path: tuple[str, ...] = (), pep_829: bool = False,
+              texts: dict[str, str] | None = None,
               ) -> list[tuple[str, str, str]]:  # fmt: skip
         for folder, names in files.items():
             for name in names:
-                (tmp_path / folder / name).write_text("")
+                (tmp_path / folder / name).write_text((texts or {}).get(name, ""))
         monkeypatch.setattr(site, "ENABLE_USER_SITE", user_site)
-        monkeypatch.setattr(sys, "path", ["", *(str(tmp_path / p) for p in on_path)])
+        # site puts each site directory it processes on sys.path.
+        processed = [*site_dirs, *([user] if user_site else [])]
+        monkeypatch.setattr(
+            sys,
+            "path",
+            ["", *map(str, processed), *(str(tmp_path / p) for p in on_path)],
+        )
         # Python 3.15 runs .start files; this one is made to be exactly that one.
         version = tuple(sys.version_info) if pep_829 else (99, 0)
         monkeypatch.setattr(_doctor, "PEP_829_PYTHON", version)
@@ -356,13 +412,33 @@ PTH, START = "rocm_hwq_autoset.pth", "rocm_hwq_autoset.start"
 def test_start_up_files_in_a_site_directory(layout: Any) -> None:
     assert layout({"site-b": [PTH, START], "user": [START]}) == [
         ("ok", PTH, f"T/site-b/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
+
+
+def test_the_pth_files_site_runs_first_that_run_code_are_named(layout: Any) -> None:
+    """Issue #31: possible early starters of HIP, in site's order (the
+    environment's folders, then the user site; by name within one)."""
+    texts = {"aa_probe.pth": "import gpu_probe\n", "ab_paths.pth": "/opt/x\n",
+             "distutils-precedence.pth": "import os; os.environ\n",
+             "zz_after.pth": "import late\n",
+             "u.pth": "import user_thing\n"}  # fmt: skip
+    files = {"site-a": ["aa_probe.pth", "ab_paths.pth"],
+             "site-b": ["distutils-precedence.pth", PTH, "zz_after.pth"],
+             "user": ["u.pth"]}  # fmt: skip
+    assert layout(files, texts=texts)[:2] == [
+        ("ok", PTH, f"T/site-b/{PTH}"),
+        ("note", "before it", f"2 .pth files site runs before {PTH} run code; one"
+         " that starts HIP makes the hook come too late (it warns then):"
+         " T/site-a/aa_probe.pth, T/site-b/distutils-precedence.pth"),
+    ]  # fmt: skip
 
 
 def test_start_up_files_on_python_3_15(layout: Any) -> None:
     assert layout({"site-a": [PTH, START]}, pep_829=True) == [
         ("ok", PTH, f"T/site-a/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present: Python runs it instead of the .pth line"),
     ]
 
@@ -371,6 +447,7 @@ def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
     found = layout({"site-a": [PTH], "user": [START]}, user_site=False, pep_829=True)
     assert found == [
         ("ok", PTH, f"T/site-a/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("FAIL", START, "missing: Python 3.15+ runs the hook from it"),
     ]
 
@@ -378,6 +455,7 @@ def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
 def test_start_up_files_in_the_user_site(layout: Any) -> None:
     assert layout({"user": [PTH, START]}) == [
         ("ok", PTH, f"T/user/{PTH}"),
+        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
     assert layout({}, user_site=False) == [

@@ -305,20 +305,23 @@ def test_explain_on_rocm_reuses_its_evaluation(
     assert evaluation[4] == "0"  # with the hook off in the child
 
 
-@pytest.mark.parametrize("seconds", ["1e10", "1e9", "inf"])
-def test_a_timeout_beyond_a_day_is_one_line_never_a_traceback(
+@pytest.mark.parametrize("seconds", ["1e10", "1e9", "inf", "2m", "300s"])
+def test_a_timeout_it_cannot_use_is_one_line_and_the_default(
     standin: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, seconds: str,
 ) -> None:  # fmt: skip
     """Was: ``ROCM_HWQ_AUTOSET_TIMEOUT=1e10`` overflowed ``select`` (a
     traceback in every command, "internal error" in the hook), and ``1e9``
-    silently disabled the background check (ten timeouts overflow)."""
+    silently disabled the background check (ten timeouts overflow); then
+    ``2m`` refused the whole command. Now: one line, and the default."""
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_TIMEOUT", seconds)
-    said = refused(capsys, "--export", *LLAMA)
-    assert said.endswith(
-        f"ROCM_HWQ_AUTOSET_TIMEOUT: {seconds!r} is not a positive number of"
-        " seconds up to 86400"
-    ), said
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "quiet")
+    code, out, err = explain(capsys, "--export", *LLAMA)
+    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert err == (
+        f"rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_TIMEOUT={seconds!r} is not"
+        " a positive number of seconds up to 86400; using the default (120 s)\n"
+    )
 
 
 #: A recipe whose answer hangs on a file it only tests for: no recording of

@@ -203,6 +203,11 @@ def test_cache(quick: QuickRuns) -> None:
         r" per relaunch \d+ \(target 0\)",
         rf"checking an entry \(\d+ kB\): {NUMBER} stats",
         rf"Cache\.lookup, 3 fresh processes: min {NUMBER} ms",
+        rf"run to its end: median {NUMBER} s wall, {NUMBER} CPU seconds \(min"
+        rf" {NUMBER}\), peak {NUMBER} MiB",
+        rf"pinned to CPU 0 beside a check there \(quiet\): keeps {NUMBER}%",
+        rf"pinned to CPU 0 beside a check there \(busy: CPU 1 computing\): keeps"
+        rf" {NUMBER}%",
     )
 
 

@@ -334,3 +334,30 @@ def test_an_editable_install_without_its_pth(editable: Venv) -> None:
             " rocm-hwq-autoset is installed (pip list shows it): the hook never"
             f" runs; restore it: {editable.python} -m pip install -e"
             f" {_checkout(editable)}") in " ".join(out.split())  # fmt: skip
+
+
+def test_a_read_only_cache_on_a_real_mount(venv: Venv, tmp_path: Path) -> None:
+    """A read-only bind mount in a mount namespace of its own (root only):
+    the kernel refuses the write as a read-only home would."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux) for a mount namespace")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"'
+              ' && shift && exec "$@"')  # fmt: skip
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(cache),
+                            "true"], capture_output=True, text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here (needs root): {probe.stderr.strip()}")
+    proc = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script, "sh", str(cache), venv.python,
+         "-m", "rocm_hwq_autoset", "doctor"],
+        capture_output=True, text=True, timeout=60, cwd="/",
+        env={"PATH": os.environ["PATH"], "NO_COLOR": "1",
+             "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)},
+    )  # fmt: skip
+    flat = " ".join(proc.stdout.split())
+    assert f"FAIL cache {cache}: read-only, 0 entries used as they are" in flat, flat
+    assert proc.returncode == 1
+    _, out = doctor(venv.python, env={"ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)})
+    assert f"{cache}: usable, 0 entries" in " ".join(out.split())  # outside: writable

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -304,6 +306,45 @@ def test_timeout(launch: Launch) -> None:
     assert err == ("rocm-hwq-autoset: warning: --module/--config: evaluating"
                    " took over 1 s (ROCM_HWQ_AUTOSET_TIMEOUT);"
                    " GPU_MAX_HW_QUEUES left unset\n")  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) -> None:
+    """Issue #30: past 2 s the launch says what it waits for; Ctrl-C then
+    says what it interrupted, and the process ends as Python ends on an
+    uncaught KeyboardInterrupt (by SIGINT), its child with it."""
+    path = os.pathsep.join(str(p) for p in (launch.rocm, launch.standin))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
+           "STANDIN_LOG": str(launch.log), "STANDIN_SLEEP": "60",
+           "ROCM_HWQ_AUTOSET_CACHE_DIR": str(launch.cache)}  # fmt: skip
+    proc = subprocess.Popen(
+        [launch.venv.python, "-m", "torchtitan.train", *EP2], cwd=launch.work,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # after 2 s of waiting
+    assert first.startswith(
+        "rocm-hwq-autoset: waiting for the --module/--config evaluation"
+        " (torchtitan builds graph_trainer.deepseek_v3's config"
+        " graph_trainer_deepseek_v3_debugmodel in a child); at most"
+    ), first
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT, rest
+    lines = rest.splitlines()
+    assert re.fullmatch(
+        r"rocm-hwq-autoset: warning: KeyboardInterrupt after \d+\.\d s of waiting"
+        r" for the --module/--config evaluation; GPU_MAX_HW_QUEUES left unset",
+        lines[0],
+    ), rest
+    assert lines[-1] == "KeyboardInterrupt"  # Python's own, as without the hook
+    # Its traceback ends where the program was (import torch), not in our wait.
+    assert "select" not in rest and "import torch" in rest, rest
+    assert out == ""
+    deadline = time.monotonic() + 10
+    while launch.survivors() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert launch.survivors() == []
 
 
 @pytest.mark.e2e

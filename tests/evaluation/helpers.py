@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +64,20 @@ class FakeEvaluation:
         self.calls: list[str] = []
         self.child = FakeChild()
 
-    def answer(self) -> Answer:
+    def answer(self, slow: Callable[[float], None] | None = None) -> Answer:
+        """As ``parent.Evaluation.answer``: ``slow`` is called once the wait
+        has lasted ``parent.SLOW_SECONDS``."""
+        from rocm_hwq_autoset._evaluation.parent import SLOW_SECONDS
+
         self.calls.append("answer")
         if self.meanwhile is not None:
             self.meanwhile()
-        time.sleep(self.delay)
+        if slow is not None and self.delay > SLOW_SECONDS:
+            time.sleep(SLOW_SECONDS)
+            slow(self.delay - SLOW_SECONDS)
+            time.sleep(self.delay - SLOW_SECONDS)
+        else:
+            time.sleep(self.delay)
         if self.raises is not None:
             raise self.raises
         how = CACHE if self.cached else EVALUATED_HERE

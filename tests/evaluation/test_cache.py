@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -165,6 +167,21 @@ def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An argument of bytes that are not UTF-8 (a Latin-1 path) has a key too.
     latin = ["--module", "m", "--config", os.fsdecode(b"caf\xe9")]
     assert key(latin, {}) != key(["--module", "m", "--config", "caf\xe9"], {})
+
+
+def test_a_venv_reached_through_a_link_has_the_same_key(tmp_path: Path) -> None:
+    """Issue #28: the same venv through a symlink (``/work/current ->
+    /work/venv-3``) was a needless miss: its ``sys.prefix`` is the link's."""
+    link = tmp_path / "venv-link"
+    link.symlink_to(sys.prefix, target_is_directory=True)
+    code = ("import sys; from rocm_hwq_autoset._evaluation.cache import key;"
+            " print(sys.prefix, key(['--module', 'm'], {}))")  # fmt: skip
+    python = Path(sys.executable).name
+    seen = [subprocess.run([str(prefix / "bin" / python), "-c", code], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout.split()
+            for prefix in (Path(sys.prefix), link)]  # fmt: skip
+    assert seen[1][0] == str(link)  # Python keeps the link's path
+    assert seen[0][1] == seen[1][1]
 
 
 @pytest.fixture

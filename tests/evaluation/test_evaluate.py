@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,9 @@ def test_evaluate_says_how_it_found_the_answer(evaluating: dict[str, str]) -> No
          "evaluated (ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
          " (on), 0/off/false/no (off))"),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
-         "evaluated ({tmp}/file: File exists)"),
+         "evaluated ({tmp}/file: Not a directory)"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file/cache"},
+         "evaluated ({tmp}/file/cache: Not a directory)"),
     ],
 )  # fmt: skip
 def test_evaluate_without_a_cache(
@@ -118,3 +121,25 @@ def test_evaluate_when_no_child_can_start(
         "cannot start the evaluation: [Errno 2] No such file or directory:"
         " '/nonexistent/python'"
     )
+
+
+@pytest.mark.parametrize("sleep", ["0", "0.6"])
+def test_a_long_wait_is_told_once_with_the_time_left(
+    evaluating: dict[str, str], monkeypatch: pytest.MonkeyPatch, sleep: str
+) -> None:
+    """Issue #30: a wait past ``SLOW_SECONDS`` calls ``slow`` once, with the
+    seconds left to the deadline; a quick answer never does."""
+    monkeypatch.setattr(parent, "SLOW_SECONDS", 0.2)
+    environ = dict(evaluating, FAKE_CHILD_SLEEP=sleep, ROCM_HWQ_AUTOSET_TIMEOUT="30")
+    evaluation = parent.Evaluation(pending(), environ, None)
+    told: list[tuple[float, float]] = []
+    began = time.monotonic()
+    answer = evaluation.answer(
+        slow=lambda left: told.append((time.monotonic() - began, left))
+    )
+    assert answer.config is not None, answer.failure
+    if sleep == "0":
+        assert told == []
+        return
+    [(after, left)] = told
+    assert 0.2 <= after < 0.5 and 29 < left < 30

@@ -305,7 +305,7 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
          [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
            " (on), 0/off/false/no (off); the cache is not used")]),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
-         [("skip", "cache: {tmp}/file: File exists")]),
+         [("skip", "cache: {tmp}/file: Not a directory")]),
     ],
 )  # fmt: skip
 def test_start_without_a_cache_evaluates_without_one(

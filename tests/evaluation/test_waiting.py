@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -199,7 +200,14 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert w.abandoned and w.outcome is None
-    assert applied.calls == []  # nothing said: the launcher stops as it would
+    # One line says what the signal cut short; the launcher stops as it would.
+    [(said, environs, quiet, _)] = applied.calls
+    assert (said.level, environs, quiet) == ("warning", (), False)
+    assert re.fullmatch(
+        f"{expected.__name__} after \\d+\\.\\d s of waiting for the --module/--config"
+        " evaluation; GPU_MAX_HW_QUEUES left unset",
+        said.message,
+    ), said.message
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
     assert evaluation.calls == ["answer"] and env == {}
@@ -560,3 +568,30 @@ def test_the_wait_says_what_ended_it(
     w2 = parent.Waiter(pending(), spawned, evaluation=FakeEvaluation())  # type: ignore[arg-type]
     w2.audit(POPEN, popen_args({}))
     assert [c[-1] for c in spawned.calls if c[1] == ()] == ["as it started a process"]
+
+
+def test_a_long_wait_says_once_what_it_waits_for(
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue #30: past ``SLOW_SECONDS`` one line (once per node, as every
+    line: ``Outcome.line``) names the evaluation and the time left; it sets
+    nothing. A quick answer says only its value."""
+    monkeypatch.setattr(parent, "SLOW_SECONDS", 0.1)
+    w, evaluation, applied = waiter
+    evaluation.delay = 0.4
+    w.audit(POPEN, popen_args({}))
+    note, value = [c[0] for c in applied.calls if c[1] == ()]
+    assert (note.level, note.queues, note.marker) == ("note", None, None)
+    assert note.message == (
+        "waiting for the --module/--config evaluation (torchtitan builds"
+        " graph_trainer.deepseek_v3's config c in a child); at most 0 s more"
+        " (ROCM_HWQ_AUTOSET_TIMEOUT)"
+    )
+    assert note.line({}) == "rocm-hwq-autoset: " + note.message + "\n"
+    assert note.line({"LOCAL_RANK": "1"}) is None
+    assert value.queues is not None
+    quick = Applied()
+    w2 = parent.Waiter(pending(), quick, evaluation=FakeEvaluation())  # type: ignore[arg-type]
+    w2.audit(POPEN, popen_args({}))
+    assert [c[0].level for c in quick.calls if c[1] == ()] == ["set"]

@@ -4,7 +4,10 @@ parts are tests/unit/test_hook.py's)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -318,16 +321,31 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
 
 
-def test_a_bad_timeout_is_said_before_any_child(rocm_path: list[str]) -> None:
-    outcome = _hook.outcome_for(
-        {"ROCM_HWQ_AUTOSET_TIMEOUT": "soon"}, ["-m", *MODULE_ARGS],
-        ["python", "-m", "torchtitan.train", *MODULE_ARGS],
-        rocm=lambda: _detect(rocm_path), read_toml=no_read,
-    )  # fmt: skip
-    assert isinstance(outcome, Outcome) and outcome.level == _decision.WARNING
-    assert outcome.message.startswith(
-        "ROCM_HWQ_AUTOSET_TIMEOUT: 'soon' is not a positive number of seconds"
-    )
+@pytest.mark.forked
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_bad_timeout_is_one_line_and_the_launch_goes_on(
+    rocm_path: list[str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], rank: str,
+) -> None:  # fmt: skip
+    """Was: the whole launch dropped ("GPU_MAX_HW_QUEUES left unset"); now
+    the evaluation starts with the default timeout, said once per node."""
+    from rocm_hwq_autoset import _evaluation
+
+    monkeypatch.setattr(sys, "argv", ["-m", *MODULE_ARGS])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torchtitan.train",
+                                           *MODULE_ARGS], raising=False)  # fmt: skip
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_TIMEOUT", "2m")
+    monkeypatch.setenv("LOCAL_RANK", rank)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(rocm_path))
+    monkeypatch.setattr(_hook, "_detect", lambda: _detect(rocm_path))
+    started: list[Any] = []
+    monkeypatch.setattr(_evaluation, "start", lambda launch, apply: started.append(
+        launch))  # fmt: skip
+    _hook.run()
+    assert [list(launch.args) for launch in started] == [MODULE_ARGS]
+    assert capsys.readouterr().err == ("" if rank == "1" else (
+        "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_TIMEOUT='2m' is not a positive"
+        " number of seconds up to 86400; using the default (120 s)\n"))  # fmt: skip
 
 
 def test_the_world_size_resolves_the_shard_degree_in_both_forms(

@@ -364,7 +364,8 @@ def test_the_timeout(raw: str, seconds: float | None) -> None:
         return
     assert _environ.timeout(environ) == (
         120.0,
-        f"{raw!r} is not a positive number of seconds up to 86400",
+        f"ROCM_HWQ_AUTOSET_TIMEOUT={raw!r} is not a positive number of seconds up"
+        " to 86400; using the default (120 s)",
     )
 
 

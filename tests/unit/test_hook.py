@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import _rocm_hwq_autoset_gate as gate
-from rocm_hwq_autoset import _decision, _hook, recommend
+from rocm_hwq_autoset import _decision, _hook, _rocm, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._rocm import detect
@@ -451,7 +451,7 @@ def test_a_value_put_after_hip_started_is_said_to_come_too_late(
     (site / "aab_paths.pth").write_text("/opt/extra\n")  # only a path
     (site / "rocm_hwq_autoset.pth").write_text("")
     (site / "zzz_late.pth").write_text("import os\n")  # after ours
-    monkeypatch.setattr(_hook, "_site_dirs", lambda: [str(site)])
+    monkeypatch.setattr(_rocm, "site_dirs", lambda: [str(site)])
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("ROCM_HWQ_AUTOSET_LOG", raising=False)
     monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
