@@ -16,7 +16,10 @@ from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED
 
 from .conftest import Launches, ours, probes
 
-pytestmark = pytest.mark.e2e
+#: Alone under xdist: the cache's stores and checks run at the idle priority,
+#: and a launch ends 2 s after its evaluation answered (STORE_SECONDS): beside
+#: another test computing, a store is lost and the next launch evaluates.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 MINE = ["--module", "my_recipes", "--config", "mine"]
 #: How the hook's line for a cached answer ends.
@@ -57,7 +60,8 @@ def launch(work: Launches, **env: str) -> tuple[str | None, list[str]]:
     code, out, err = work.run(work.train(*MINE), **env)
     assert code == 0, err[-2000:]
     [seen] = probes(out)
-    return seen["queues"], ours(err)
+    node = env.get("LOCAL_RANK", "0") == "0"  # the one that speaks for the node
+    return seen["queues"], ours(err, waited=MINE if node else None)
 
 
 def newer(path: Path) -> None:
@@ -99,7 +103,7 @@ def test_each_dependency_class(work: Launches) -> None:
         assert work.evaluations() == count, what
 
 
-@pytest.mark.serial  # it edits a file of the torchtitan venv every test imports
+# serial (above); and it edits a file of the torchtitan venv every test imports
 def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> None:
     """A file of torchtitan's own whose bytes changed evaluates again, naming
     it; one whose stamp alone changed (a reinstall of the same version, a
