@@ -6,13 +6,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import ROOT, Venv, require_index, require_python
+from .helpers import (
+    ROOT,
+    RunLock,
+    Venv,
+    require_index,
+    require_python,
+)
 
 
 def _run(*args: str) -> None:
@@ -119,6 +126,17 @@ def _priority_left_as_found(request: pytest.FixtureRequest) -> object:
         f" class, the session's autogroup): {before} -> {after}; lower a process"
         f" of its own session only (start_new_session=True, os.setsid())"
     )
+
+
+@pytest.fixture(autouse=True)
+def _serial(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A test marked ``serial`` runs alone under xdist (``RunLock``); the
+    others share the run. Without xdist: nothing."""
+    serial = request.node.get_closest_marker("serial") is not None
+    with RunLock.held(tmp_path_factory, alone=serial):
+        yield
 
 
 #: pytest-forked before 1.7 (the last release for Python 3.9 is 1.6.0) runs a

@@ -20,7 +20,9 @@ from ..helpers import Venv
 from .test_module_launch import EP2, LINE, Launch
 from .test_startup import World, start
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 #: sh -c SETUP sh DEV COMMAND...: a /dev of its own, with a kfd, then COMMAND.
 SETUP = r"""

@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The child, started as the parent starts it (``python -S -c BOOT``).
 CHILD = child_command(None)
+# Every child these tests start has a session of its own, as the package's
+# are (start_new_session): a child lowers its session's autogroup to nice 19
+# once it answered (process.lowest_priority), and in the test run's session
+# that left every later test of the run, and every later command of the shell
+# that started it, at ~1.4 % of a CPU beside anything else running
+# (test_recipes' 300 s bound then ran out).
 
 
 def child(world: dict[str, str], args: list[str], *, cache: bool = True,
@@ -31,7 +37,7 @@ def child(world: dict[str, str], args: list[str], *, cache: bool = True,
         [*CHILD, *options, "--",
          *args],
         cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
 
 
