@@ -37,7 +37,9 @@ def main() -> None:
     start = time.perf_counter()
     with workdir() as tmp:
         proc = subprocess.run(
-            [sys.executable, "-c", QUICK, "-p", "no:cacheprovider", "-q",
+            # -n 0: in this one process, where the profile is registered
+            # (pyproject's addopts run two xdist workers, which never see it).
+            [sys.executable, "-c", QUICK, "-n", "0", "-p", "no:cacheprovider", "-q",
              "-W", "ignore::pytest.PytestAssertRewriteWarning",
              f"--basetemp={tmp / 'pytest'}", "--hypothesis-show-statistics",
              "--hypothesis-seed=0", str(PROPERTIES)],

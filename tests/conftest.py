@@ -6,13 +6,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import ROOT, Venv, require_index, require_python
+from .helpers import (
+    ROOT,
+    RunLock,
+    Venv,
+    require_index,
+    require_python,
+)
 
 
 def _run(*args: str) -> None:
@@ -81,6 +88,55 @@ def _environment_left_as_found(request: pytest.FixtureRequest) -> object:
     if request.node.get_closest_marker("forked") is None:
         after = {name: os.environ.get(name) for name in OURS}
         assert after == before, "the test changed this process's environment"
+
+
+#: Where the kernel groups tasks by session (autogroup), the group's niceness:
+#: shared by every process of the session, the test run's and all it starts.
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def priority() -> tuple[object, object, object]:
+    """This process's CPU priority: its niceness, its scheduling class, and its
+    session's autogroup niceness (None where there is none)."""
+    try:
+        with open(AUTOGROUP) as group:
+            shared: object = group.read().split()[-1]
+    except (OSError, IndexError):
+        shared = None
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    return os.nice(0), policy, shared
+
+
+@pytest.fixture(autouse=True)
+def _priority_left_as_found(request: pytest.FixtureRequest) -> object:
+    """A test may lower the CPU priority only of a process in a session of its
+    own, as the package's children are: the session's autogroup at nice 19
+    weighs 15 against another session's 1024, so every later test of the run,
+    and every later command of the shell that started it, would get ~1.4 % of
+    a CPU wherever anything else runs (the torchtitan tests then took over 300
+    s for 22 s of CPU). A forked test's own process may lower itself."""
+    forked = request.node.get_closest_marker("forked") is not None
+    before = priority()
+    yield
+    after = priority()
+    if forked:
+        before, after = before[2:], after[2:]
+    assert after == before, (
+        f"the test changed the priority of the test run (niceness, scheduling"
+        f" class, the session's autogroup): {before} -> {after}; lower a process"
+        f" of its own session only (start_new_session=True, os.setsid())"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _serial(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A test marked ``serial`` runs alone under xdist (``RunLock``); the
+    others share the run. Without xdist: nothing."""
+    serial = request.node.get_closest_marker("serial") is not None
+    with RunLock.held(tmp_path_factory, alone=serial):
+        yield
 
 
 #: pytest-forked before 1.7 (the last release for Python 3.9 is 1.6.0) runs a

@@ -3,12 +3,14 @@ plain dict, interpreters and venvs."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,73 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
 #: Editable installs are checked on the oldest and the newest Python.
 EDITABLE_PYTHONS = ("3.9", "3.13")
+
+#: Under pytest-xdist (``-n 2`` in pyproject.toml's addopts) the workers share
+#: the run's temporary root (``--basetemp``'s parent of each worker's own).
+XDIST_WORKER = "PYTEST_XDIST_WORKER"
+
+
+def shared_root(factory: pytest.TempPathFactory) -> Path:
+    """The folder every worker of this run shares: the run's own basetemp when
+    not under xdist."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get(XDIST_WORKER) else base
+
+
+class RunLock:
+    """Under xdist, what runs alone: a test marked ``serial`` (it measures a
+    CPU share or a time, needs idle CPU for the package's idle-priority
+    children to finish their work, or edits what other tests read), or a
+    module fixture's whole life (the benchmarks' quick runs, which compute in
+    the background of their tests). Every test holds the run's lock shared,
+    those exclusively; a turnstile taken first keeps the shared holders from
+    starving one that waits. A wait is bounded (``SECONDS``): a test's setup has
+    no pytest-timeout. Inside an exclusive hold of this process, nothing more
+    is taken."""
+
+    SECONDS = 1200.0
+    exclusive = 0
+
+    @classmethod
+    @contextlib.contextmanager
+    def held(cls, factory: pytest.TempPathFactory, *, alone: bool) -> Iterator[None]:
+        if not os.environ.get(XDIST_WORKER) or cls.exclusive:
+            yield
+            return
+        import fcntl
+
+        root = shared_root(factory)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        gate = os.open(root / "serial.gate", flags, 0o600)
+        lock = os.open(root / "serial.lock", flags, 0o600)
+        try:
+            cls._take(gate, fcntl.LOCK_EX)
+            cls._take(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            cls.exclusive += alone
+            try:
+                yield
+            finally:
+                cls.exclusive -= alone
+        finally:
+            os.close(lock)
+            os.close(gate)
+
+    @classmethod
+    def _take(cls, fd: int, how: int) -> None:
+        import fcntl
+
+        end = time.monotonic() + cls.SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, how | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    pytest.fail(f"the run's serial lock not had in {cls.SECONDS:g} s")
+                time.sleep(0.05)
+
 
 ROCM_VERSION_PY = (
     "from typing import Optional\n\n"

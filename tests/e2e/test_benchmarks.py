@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import NO_TORCHTITAN, ROOT, missing
+from ..helpers import NO_TORCHTITAN, ROOT, RunLock, missing
 
-pytestmark = pytest.mark.e2e
+#: One worker runs them all: the quick runs start together, for the tests of
+#: the module its worker has.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("benchmarks")]
 
 BENCHMARKS = ROOT / "benchmarks"
 NUMBER = r"[-+]?[\d,]+(?:\.\d+)?"
@@ -92,9 +94,11 @@ def quick(
                 if getattr(item, "module", None) is request.module}  # fmt: skip
     everything = "test_the_quick_runs_leave_nothing_behind" in selected
     wanted = {s for s in RUNS if everything or f"test_{s[:-3]}" in selected}
-    runs = QuickRuns(tmp_path_factory.mktemp("benchmarks-tmp"), wanted)
-    yield runs
-    runs.pool.shutdown(wait=True, cancel_futures=True)
+    # They time and count, and compute in the background of their tests: alone.
+    with RunLock.held(tmp_path_factory, alone=True):
+        runs = QuickRuns(tmp_path_factory.mktemp("benchmarks-tmp"), wanted)
+        yield runs
+        runs.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def figures(out: str, *patterns: str) -> list[tuple[str, ...]]:

@@ -14,7 +14,9 @@ import pytest
 
 from ..helpers import ROCM_VERSION_PY, Venv, fake_torch
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 PROBE = (
     "import json, os, sys; print(json.dumps([os.environ.get('GPU_MAX_HW_QUEUES'),"

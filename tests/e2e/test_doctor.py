@@ -19,7 +19,9 @@ from ..helpers import (
     require_python,
 )
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
 
 

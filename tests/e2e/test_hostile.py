@@ -16,7 +16,9 @@ import pytest
 
 from ..helpers import ROCM_VERSION_PY, Venv, fake_torch
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 #: Seconds a hostile start may take; a normal one takes ~20 ms.
 LIMIT = 2.0

@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset._decision import MAX_LINE, PREFIX, fit
+
 from ..helpers import Venv
 from .test_module_launch import EP2, LINE, Launch
 from .test_startup import World, start
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 #: sh -c SETUP sh DEV COMMAND...: a /dev of its own, with a kfd, then COMMAND.
 SETUP = r"""
@@ -61,13 +65,20 @@ def namespace(tmp_path: Path) -> tuple[str, ...]:
 
 
 def warning(during: str, early: str = "") -> str:
+    """The warning, as one line of at most ``MAX_LINE`` characters: a long
+    path (a deeper temporary folder: xdist's worker's own, CI's) is cut from
+    the middle of its message, as every line of the package is."""
     before = f"; .pth files site ran before ours: {early}" if early else ""
-    return (
-        f"rocm-hwq-autoset: warning: HIP had started in this process {during},"
+    text = (
+        f"warning: HIP had started in this process {during},"
         f" before GPU_MAX_HW_QUEUES=8 was set{before}: this process runs with"
-        " HIP's default (4); set GPU_MAX_HW_QUEUES=8 in the job's environment"
-        " (rocm-hwq-autoset explain --export), or start HIP later\n"
+        " HIP's default (4)"
     )
+    tail = (
+        "set GPU_MAX_HW_QUEUES=8 in the job's environment"
+        " (rocm-hwq-autoset explain --export), or start HIP later"
+    )
+    return PREFIX + fit(text, tail, MAX_LINE - len(PREFIX)) + "\n"
 
 
 @pytest.fixture

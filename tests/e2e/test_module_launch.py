@@ -20,7 +20,9 @@ import pytest
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, Venv, fake_torch
 from ..standin import write_recipes, write_standin
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 DS = ["--module", "graph_trainer.deepseek_v3", "--config",
       "graph_trainer_deepseek_v3_debugmodel"]  # fmt: skip
@@ -225,6 +227,7 @@ MOST_CHECK_SHARE = 0.03
 
 
 @pytest.mark.e2e
+@pytest.mark.serial  # a CPU share: beside no other test
 @pytest.mark.timeout(120)
 def test_a_check_takes_no_cpu_a_training_beside_it_wants(launch: Launch) -> None:
     """A relaunch takes the cached answer, and its check evaluates a config

@@ -28,7 +28,9 @@ from ..helpers import (
 )
 from ..helpers import JOB as JOB_BYTES
 
-pytestmark = pytest.mark.e2e
+#: One worker builds the venvs (a session fixture each worker would build again)
+#: and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
 
 INSTALLS = [(v, "wheel") for v in PYTHONS] + [(v, "editable") for v in EDITABLE_PYTHONS]
 

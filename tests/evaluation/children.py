@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The child, started as the parent starts it (``python -S -c BOOT``).
 CHILD = child_command(None)
+# Every child these tests start has a session of its own, as the package's
+# are (start_new_session): a child lowers its session's autogroup to nice 19
+# once it answered (process.lowest_priority), and in the test run's session
+# that left every later test of the run, and every later command of the shell
+# that started it, at ~1.4 % of a CPU beside anything else running
+# (test_recipes' 300 s bound then ran out).
 
 
 def child(world: dict[str, str], args: list[str], *, cache: bool = True,
@@ -31,7 +37,7 @@ def child(world: dict[str, str], args: list[str], *, cache: bool = True,
         [*CHILD, *options, "--",
          *args],
         cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
 
 
@@ -73,7 +79,12 @@ def said(*lines: str) -> io.StringIO:
 
 class Forked:
     """``child.main(argv)`` in a fork, with ``env`` added to its
-    environment; the alarm it sets is noted, not set."""
+    environment; the alarm it sets is noted, not set. In a session of its own,
+    as the real child is (``start_new_session``): the child lowers its
+    session's autogroup to nice 19 (``lowest_priority``), which, in the test
+    run's session, left every later test of the run, the torchtitan ones and
+    their 300 s bounds among them, and every later command of the shell that
+    started it, at ~1.4 % of a CPU beside anything else running."""
 
     def __init__(self, tmp_path: Path, argv: list[str], **env: str) -> None:
         self.out = tmp_path / "out"
@@ -81,6 +92,7 @@ class Forked:
         self.pid = os.fork()
         if self.pid == 0:
             try:
+                os.setsid()
                 fd = os.open(self.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 os.dup2(fd, 1)
                 os.environ.update(env)

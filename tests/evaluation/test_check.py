@@ -219,6 +219,7 @@ def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> N
              "--", *FLAG],
             cwd=flagged["WORK"], env={**flagged, "ROCM_HWQ_AUTOSET": "0"},
             stdout=subprocess.PIPE, text=True, pass_fds=(write,),
+            start_new_session=True,
         )  # fmt: skip
         os.close(write)
         deadline = time.monotonic() + 10

@@ -142,6 +142,7 @@ def test_a_child_whose_parent_is_gone_ends_at_once(world: dict[str, str]) -> Non
         [*CHILD, "--parent", "1",
          "--", *RECIPE],
         env=world, capture_output=True, text=True, timeout=30,
+        start_new_session=True,
     )  # fmt: skip
     assert (process.returncode, process.stdout) == (1, "")
     assert evaluations(world) == 0
@@ -267,6 +268,7 @@ def test_a_cache_that_cannot_store_says_so_once_per_node(
          *RECIPE],
         cwd=world["WORK"], env={**world, "LOCAL_RANK": rank},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write,),
+        start_new_session=True,
     )  # fmt: skip
     os.close(write)
     out, err = process.communicate(timeout=60)
@@ -475,6 +477,7 @@ def test_a_check_adds_no_dependency_the_evaluation_had_not(
         cwd=world["WORK"], capture_output=True, text=True, timeout=60,
         env={**world, "WORLD_SIZE": "4", "GPU_MAX_HW_QUEUES": "8",
              "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
+        start_new_session=True,
     )  # fmt: skip
     assert json.loads(process.stdout) == {"verdict": "same"}
     after = json.loads(entry.read_text())["deps"]["env"]

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+#: One worker builds every case (a module fixture) and runs the tests of them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("recipes")]
 
 #: Reads a recipe with torchtitan alone and prints the values the PR reads.
 RAW = """
