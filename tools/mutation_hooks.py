@@ -138,6 +138,27 @@ def _record(name: str, caller: str | None = None) -> None:  # replaced by _insta
 _install()
 
 
+#: How the ``--module`` child starts (``process.BOOT``): under ``python -S``,
+#: its first call already a mutated function's, before ``site`` (and so
+#: ``sitecustomize``) could load these hooks.
+_BOOT_IMPORT = "from rocm_hwq_autoset._evaluation.child import boot"
+
+
+def _load_in_boot(event: str, args: tuple[Any, ...]) -> None:
+    """An audit hook: a child started as ``python -S -c BOOT`` loads these
+    hooks first (the argument list is changed in place, before the exec)."""
+    if event != "subprocess.Popen" or not isinstance(args[1], list):
+        return
+    argv = args[1]
+    first = f"import mutation_hooks; {_BOOT_IMPORT}"
+    for at, arg in enumerate(argv):
+        if isinstance(arg, str) and _BOOT_IMPORT in arg and first not in arg:
+            argv[at] = arg.replace(_BOOT_IMPORT, first)
+
+
+sys.addaudithook(_load_in_boot)
+
+
 # The pytest plugin, in mutmut's own process.
 
 

@@ -352,6 +352,8 @@ def lowest_priority() -> str | None:
         return None
     if not grouped:
         return None
+    if os.getsid(0) != os.getpid():  # never a group it shares with others
+        return "not in a session of its own: its session's group is another's too"
     with contextlib.suppress(OSError), open(AUTOGROUP, "rb") as group:
         if group.read().split()[-1:] == [b"19"]:  # set by the parent already
             return None

@@ -428,3 +428,37 @@ def test_the_options_that_change_how_code_runs_reach_the_child(
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == passed
+
+
+@pytest.mark.parametrize("own_session", [True, False])
+def test_the_lowest_priority_never_lowers_a_session_it_shares(
+    own_session: bool,
+) -> None:
+    """Where the kernel groups tasks by session, a child lowers its session's
+    group to nice 19 only where it leads that session: started in another's
+    (a test's, a shell's, a launcher's by mistake), it would leave every
+    process there ~1.4 % of a CPU. Was: it lowered the group it was in."""
+    try:
+        grouped = Path(process.AUTOGROUP_SWITCH).read_text().strip() == "1"
+    except OSError:
+        grouped = False
+    if not grouped:
+        pytest.skip("the kernel does not group tasks by session here")
+    code = (
+        "from rocm_hwq_autoset._evaluation.process import lowest_priority\n"
+        "print(lowest_priority())\n"
+        "print(open('/proc/self/autogroup').read().split()[-1])"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                          capture_output=True, timeout=30,
+                          start_new_session=own_session)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said, nice = done.stdout.splitlines()
+    if own_session:
+        assert (said, nice) == ("None", "19")
+    else:
+        assert said == (
+            "not in a session of its own: its session's group is another's too"
+        )
+        assert nice == Path("/proc/self/autogroup").read_text().split()[-1]

@@ -300,14 +300,24 @@ def test_the_command_line_is_read_bounded(
     assert gate.command_line(argv) is None  # no /proc
 
 
-def test_the_real_command_line() -> None:
-    """This process's own, as /proc gives it: sys.orig_argv where there is one."""
-    import _rocm_hwq_autoset_gate as gate
-
-    learned = gate.command_line(sys.argv)
+def test_the_real_command_line(tmp_path: Path) -> None:
+    """A real process's own, as /proc gives it: sys.orig_argv where there is
+    one (a script of its own: a pytest-xdist worker runs ``python -c``)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, sys\n"
+        "import _rocm_hwq_autoset_gate as gate\n"
+        "print(json.dumps([gate.command_line(sys.argv),"
+        " getattr(sys, 'orig_argv', None)]))\n"
+    )
+    args = [sys.executable, str(script), "--module", "llama3", "--config", "x"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ROCM_HWQ_AUTOSET": "0"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    learned, orig = json.loads(done.stdout)
     assert learned is not None
-    if hasattr(sys, "orig_argv"):
-        assert learned == sys.orig_argv
+    if orig is not None:
+        assert learned == orig
 
 
 @pytest.mark.parametrize(
