@@ -326,6 +326,8 @@ def lower_priority_of(pid: int) -> None:
     idle = getattr(os, "SCHED_IDLE", None)
     if idle is not None and hasattr(os, "sched_setscheduler"):
         os.sched_setscheduler(pid, idle, os.sched_param(0))
+    if os.getsid(pid) != pid:  # never a session's group it shares with others
+        raise OSError(errno.EPERM, "not the leader of a session of its own")
     fd = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, b"19")

@@ -197,10 +197,11 @@ def test_a_reader_that_went_away_is_still_no_error(tmp_path: Path) -> None:
 
 
 def _shell(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    command = f'"{sys.executable}" -m rocm_hwq_autoset'
+    # the command, not a path that holds its name (a clone at .../rocm-hwq-autoset)
+    command = f'"{sys.executable}" -m rocm_hwq_autoset explain'
     env = _env(tmp_path)
     return subprocess.run(
-        ["bash", "-c", script.replace("rocm-hwq-autoset", command)],
+        ["bash", "-c", script.replace("rocm-hwq-autoset explain", command)],
         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
     )  # fmt: skip
 
