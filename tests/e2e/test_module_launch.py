@@ -332,7 +332,7 @@ def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) ->
         " graph_trainer_deepseek_v3_debugmodel in a child); at most"
     ), first
     proc.send_signal(signal.SIGINT)
-    out, rest = proc.communicate(timeout=30)
+    out, rest = proc.communicate(timeout=90)  # a busy machine: bounds, not speeds
     assert proc.returncode == -signal.SIGINT, rest
     lines = rest.splitlines()
     assert re.fullmatch(
@@ -344,7 +344,7 @@ def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) ->
     # Its traceback ends where the program was (import torch), not in our wait.
     assert "select" not in rest and "import torch" in rest, rest
     assert out == ""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while launch.survivors() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert launch.survivors() == []
