@@ -52,12 +52,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import sys
 import time
 from collections.abc import Iterator, KeysView, Mapping
 from typing import Any
 
+from .._config import ConfigError, read_open
 from .._environ import LOCAL_RANKS
 
 #: Variables that never change what a config builds, although the evaluation may
@@ -689,21 +689,11 @@ def _digest(path: str) -> str | None:
     except OSError:
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DIGEST_BYTES:
-            return None
-        data = b""
-        while len(data) <= MAX_DIGEST_BYTES:
-            chunk = os.read(fd, MAX_DIGEST_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
+        data = read_open(fd, MAX_DIGEST_BYTES)  # a regular file, bounded
+    except ConfigError:
         return None
     finally:
         os.close(fd)
-    if len(data) > MAX_DIGEST_BYTES:
-        return None
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
