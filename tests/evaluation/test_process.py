@@ -447,7 +447,7 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
     code = (
         "from rocm_hwq_autoset._evaluation.process import lowest_priority\n"
         "print(lowest_priority())\n"
-        "print(open('/proc/self/autogroup').read().split()[-1])"
+        "print(open('/proc/self/autogroup').read().split()[-1:])"
     )
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
@@ -456,9 +456,11 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
     assert done.returncode == 0, done.stderr
     said, nice = done.stdout.splitlines()
     if own_session:
-        assert (said, nice) == ("None", "19")
+        assert (said, nice) == ("None", "['19']")
     else:
         assert said == (
             "not in a session of its own: its session's group is another's too"
         )
-        assert nice == Path("/proc/self/autogroup").read_text().split()[-1]
+        # The session's group as found (empty where the session is in the
+        # kernel's root group, as a CI runner's started from init's can be).
+        assert nice == str(Path("/proc/self/autogroup").read_text().split()[-1:])

@@ -19,7 +19,11 @@ and torchrun notes each worker start it begins (where it waits for a pending
 value) in ``$EVAL_LOG.starts``. With
 ``PROBE_LAUNCHER`` it plays a launcher of its own instead, starting two workers
 with environments made before the value arrived (``upfront``) or from two
-threads at once (``threads``).
+threads at once (``threads``). With ``PROBE_OUTLAST`` a training process
+lasts, after its line, until every evaluation the test's launches began has
+ended (``OUTLAST``), as a real training outlasts its evaluation's store.
+Without it a training ends at once, and its launch gives a store still running
+2 s (``STORE_SECONDS``), as a launch that fails at once does.
 """
 
 from __future__ import annotations
@@ -40,7 +44,28 @@ import pytest
 
 from ..helpers import NO_TORCHTITAN, missing, shared_root
 
-SITECUSTOMIZE = r"""
+#: A training process's last act where it is to outlast the evaluations its
+#: test's launches began (``PROBE_OUTLAST``): wait, 120 s at most, until each has
+#: ended (each holds a lock on ``$EVAL_LOG.running.<pid>`` from its import of
+#: torchtitan to its end).
+OUTLAST = r"""
+def outlast(log):
+    import fcntl, glob, os, time
+    end = time.monotonic() + 120
+    for name in glob.glob(log + ".running.*"):
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        while time.monotonic() < end:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except OSError:
+                time.sleep(0.05)
+        os.close(fd)
+"""
+
+SITECUSTOMIZE = (
+    OUTLAST
+    + r"""
 import json, os, sys
 argv = list(getattr(sys, "orig_argv", []))
 def _unrecorded(name):
@@ -65,6 +90,11 @@ if any("rocm_hwq_autoset._evaluation.child" in a for a in argv) and _log:
             check = os.sched_getscheduler(0) == getattr(os, "SCHED_IDLE", -1)
             with open(_log + ".checks" if check else _log, "a") as log:
                 log.write(f"{os.getpid()}\n")
+            if not check:  # held until this evaluation ends: see OUTLAST
+                import fcntl
+                fd = os.open(f"{_log}.running.{os.getpid()}",
+                             os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
     sys.addaudithook(_count)
 elif sys.argv[0].endswith("/torchrun") and _log:  # the launcher: note its first
     import subprocess  # worker start, where a pending evaluation is waited for
@@ -109,9 +139,12 @@ elif (sys.argv[0] == "-m" and argv[len(argv) - len(sys.argv)] == "torchtitan.tra
     subprocess.run(["true"])  # a process start: a pending value is waited for here
     # One write: workers started with "python -u" share torchrun's stdout.
     os.write(1, ("PROBE " + json.dumps(report("training")) + "\n").encode())
+    if _log and os.environ.get("PROBE_OUTLAST"):  # as a real training outlasts
+        outlast(_log)  # its evaluation's store
     atexit._run_exitfuncs()  # as a process that ends normally: the hook's own
     os._exit(0)  # handler lets an evaluation that answered store its answer
 """
+)
 
 
 @pytest.fixture(scope="session")

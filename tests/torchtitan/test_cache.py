@@ -16,10 +16,11 @@ from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED
 
 from .conftest import Launches, ours, probes
 
-#: Alone under xdist: the cache's stores and checks run at the idle priority,
-#: and a launch ends 2 s after its evaluation answered (STORE_SECONDS): beside
-#: another test computing, a store is lost and the next launch evaluates.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+#: Beside other tests under xdist: a store runs at the idle priority, and these
+#: trainings last until their evaluations' stores are done (``PROBE_OUTLAST``),
+#: as a real training does (one that ended at once would give its store 2 s,
+#: STORE_SECONDS: beside another test computing, too little).
+pytestmark = pytest.mark.e2e
 
 MINE = ["--module", "my_recipes", "--config", "mine"]
 #: How the hook's line for a cached answer ends.
@@ -51,6 +52,7 @@ def work(launches: Launches) -> Launches:
     (recipes / "config_registry.py").write_text(RECIPE)
     (launches.work / "my_helper.py").write_text("TP = 1\n")
     (launches.work / "shard.txt").write_text("-1\n")
+    launches.env["PROBE_OUTLAST"] = "1"
     return launches
 
 
@@ -103,7 +105,7 @@ def test_each_dependency_class(work: Launches) -> None:
         assert work.evaluations() == count, what
 
 
-# serial (above); and it edits a file of the torchtitan venv every test imports
+@pytest.mark.serial  # it edits a file of the torchtitan venv every test imports
 def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> None:
     """A file of torchtitan's own whose bytes changed evaluates again, naming
     it; one whose stamp alone changed (a reinstall of the same version, a
