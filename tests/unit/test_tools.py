@@ -6,7 +6,9 @@ real traces). Neither is run for real here: no pip, no clone."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -174,3 +176,35 @@ def test_the_shared_corpus_has_the_names_the_tool_gives() -> None:
         else:
             relative = Path("torchtitan", first, *rest[:-1], "train_configs", rest[-1])
         assert corpus.toml_name(relative) == path.name
+
+
+def test_the_suites_cpu_is_counted_per_test_and_file(tmp_path: Path) -> None:
+    """``tools/suite_cpu.py`` as a plugin: a test that computes in a child
+    counts that child's CPU; the summary sums per file, largest first."""
+    (tmp_path / "test_a.py").write_text(
+        "import subprocess, sys\n"
+        "def test_busy():\n"
+        "    subprocess.run([sys.executable, '-c',"
+        " 'import time\\nend = time.process_time() + 0.5\\n"
+        "while time.process_time() < end: pass'], check=True)\n"
+        "def test_idle():\n"
+        "    pass\n"
+    )
+    (tmp_path / "test_b.py").write_text("def test_nothing():\n    pass\n")
+    prefix = tmp_path / "cpu"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "tools"),
+           "SUITE_CPU": str(prefix)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "suite_cpu", "-p", "no:cacheprovider",
+         "-n", "0", "-q", "-c", "/dev/null", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [written] = tmp_path.glob("cpu.*")
+    lines = {line.split(" ", 2)[2]: float(line.split()[0])
+             for line in written.read_text().splitlines()}  # fmt: skip
+    assert lines["test_a.py::test_busy"] >= 0.5 > lines["test_a.py::test_idle"]
+    out = tool("suite_cpu").summary([str(written)])
+    assert out.startswith("3 tests: ")
+    files = [line.split()[-1] for line in out.splitlines()[2:4]]
+    assert files == ["test_a.py", "test_b.py"]
