@@ -171,9 +171,10 @@ def child_env(env: Mapping[str, str], *, no_site: bool = False) -> dict[str, str
     """``env`` for a child interpreter the test starts, with a mutation run's
     variables passed on (none outside one): without them the mutant under test
     would not be active in the child. With ``no_site`` (``python -S``), the
-    folder mutmut is in too, which the mutated package imports."""
-    out = {name: os.environ[name] for name in MUTATION if name in os.environ}
-    out.update(env)
+    folder mutmut is in too, which the mutated package imports. They come
+    after ``env``'s: a test may read the child's first variable."""
+    out = dict(env)
+    out.update((n, os.environ[n]) for n in MUTATION if n in os.environ and n not in env)
     if no_site and "MUTANT_UNDER_TEST" in os.environ:
         import mutmut
 

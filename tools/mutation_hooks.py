@@ -8,7 +8,7 @@ process that imports the mutated package:
 * every child interpreter a test starts with ``mutants/`` on its ``PYTHONPATH``,
   through ``mutants/sitecustomize.py`` (``import mutation_hooks``).
 
-It does three things ``mutmut`` does not:
+It does four things ``mutmut`` does not:
 
 1. **mutmut reads the real environment.** Its trampolines look
    ``MUTANT_UNDER_TEST`` (and, while counting, ``MUTMUT_DEPENDENCY_DEPTH``) up
@@ -26,7 +26,14 @@ It does three things ``mutmut`` does not:
    appends the names it ran to a file (``MUTATION_HITS``); the plugin hands them
    to mutmut when the test ends. A module run as ``python -m MODULE`` counts,
    and is mutated, under its own name.
-3. **A mutant ends its own worker at most.** mutmut's workers share its
+3. **A frame up is the caller's, as without mutmut.** A mutated function is
+   called through two frames of mutmut's ``trampoline.py``; the recorder asks
+   ``sys._getframe(N)`` who listed a folder or read a variable (the import
+   system, ``site``, a walk of ``os.environ``), and got a trampoline frame:
+   the import system's listing of the working directory counted as the
+   config's, and each test that records an evaluation failed ("changed during
+   the evaluation"). Here ``sys._getframe`` steps over those frames.
+4. **A mutant ends its own worker at most.** mutmut's workers share its
    process group; a mutant can make a process a test starts kill "its own
    process group" (the ``--module`` child's reaper does, by design, in the
    session its parent gives it), which killed the whole run. Each worker here
@@ -136,6 +143,26 @@ def _record(name: str, caller: str | None = None) -> None:  # replaced by _insta
 
 
 _install()
+
+#: mutmut's frames between a mutated function's caller and its code.
+_TRAMPOLINE = os.path.join("mutmut", "mutation", "trampoline.py")
+_real_getframe = sys._getframe
+
+
+def _getframe(depth: int = 0) -> Any:
+    """``sys._getframe`` as without mutmut: mutmut's trampoline frames do not
+    count as frames up (its caller's frame is 1 up, as ever)."""
+    frame: Any = _real_getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back
+        while frame is not None and frame.f_code.co_filename.endswith(_TRAMPOLINE):
+            frame = frame.f_back
+        if frame is None:
+            raise ValueError("call stack is not deep enough")
+    return frame
+
+
+sys._getframe = _getframe
 
 
 #: How the ``--module`` child starts (``process.BOOT``): under ``python -S``,

@@ -311,11 +311,16 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
         "time.sleep(3)\n"
     )
     assert cache_key  # the key is the script's own: its cwd, its interpreter
-    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT),
-                     "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache),
-                     "FAKE_CHILD_STDERR": "never seen\n",
-                     "FAKE_CHILD_SAY": "rocm-hwq-autoset: the check's line\n",
-                     })  # fmt: skip
+    env = child_env(
+        {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": str(ROOT),
+            "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache),
+            "FAKE_CHILD_STDERR": "never seen\n",
+            "FAKE_CHILD_SAY": "rocm-hwq-autoset: the check's line\n",
+        },
+        no_site=True,
+    )  # the fake child starts as the real: -S
     done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
