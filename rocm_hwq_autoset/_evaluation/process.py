@@ -317,6 +317,13 @@ AUTOGROUP = "/proc/self/autogroup"
 AUTOGROUP_TRIES, AUTOGROUP_PAUSE = 12, 0.1
 
 
+def leads_its_session(pid: int) -> bool:
+    """Whether ``pid`` leads a session (its own): the one case where its
+    session's autogroup is its alone to lower, never a group it shares with
+    others (a test's, a shell's, a launcher's by mistake)."""
+    return os.getsid(pid) == pid
+
+
 def lower_priority_of(pid: int) -> None:
     """The lowest priority (:func:`lowest_priority`) for the child ``pid`` of
     this process, from its parent, as soon as it is started: nice 19, the idle
@@ -326,7 +333,7 @@ def lower_priority_of(pid: int) -> None:
     idle = getattr(os, "SCHED_IDLE", None)
     if idle is not None and hasattr(os, "sched_setscheduler"):
         os.sched_setscheduler(pid, idle, os.sched_param(0))
-    if os.getsid(pid) != pid:  # never a session's group it shares with others
+    if not leads_its_session(pid):
         raise OSError(errno.EPERM, "not the leader of a session of its own")
     fd = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -354,7 +361,7 @@ def lowest_priority() -> str | None:
         return None
     if not grouped:
         return None
-    if os.getsid(0) != os.getpid():  # never a group it shares with others
+    if not leads_its_session(os.getpid()):
         return "not in a session of its own: its session's group is another's too"
     with contextlib.suppress(OSError), open(AUTOGROUP, "rb") as group:
         if group.read().split()[-1:] == [b"19"]:  # set by the parent already

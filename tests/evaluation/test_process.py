@@ -5,6 +5,7 @@ outlives its parent, and the interpreter it runs in. With a fake child
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -464,3 +465,19 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
         # The session's group as found (empty where the session is in the
         # kernel's root group, as a CI runner's started from init's can be).
         assert nice == str(Path("/proc/self/autogroup").read_text().split()[-1:])
+
+
+def test_the_parent_never_lowers_a_session_its_child_shares() -> None:
+    """``lower_priority_of`` lowers a child's session's group only where the
+    child leads that session: a child started in the test's own session is
+    refused (EPERM), and the session's group stays as it was."""
+    before = Path("/proc/self/autogroup").read_text().split()[-1:]
+    child = subprocess.Popen(["sleep", "30"])  # this session: not its own
+    try:
+        with pytest.raises(PermissionError, match="not the leader") as refused:
+            process.lower_priority_of(child.pid)
+        assert refused.value.errno == errno.EPERM
+        assert Path("/proc/self/autogroup").read_text().split()[-1:] == before
+    finally:
+        child.kill()
+        child.wait()
