@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED
 
-from .conftest import Launches, ours, probes
+from .conftest import FirstLaunch, Launches, first_launch, ours, probes
 
 #: Beside other tests under xdist: a store runs at the idle priority, and these
 #: trainings last until their evaluations' stores are done (``PROBE_OUTLAST``),
@@ -44,8 +45,9 @@ def mine():
 """
 
 
-@pytest.fixture
-def work(launches: Launches) -> Launches:
+def with_recipe(launches: Launches) -> Launches:
+    """The world of these tests: the user's recipe, its helper and its file in
+    the working directory; trainings that outlast their evaluations."""
     recipes = launches.work / "my_recipes"
     recipes.mkdir()
     (recipes / "__init__.py").write_text("")
@@ -54,6 +56,21 @@ def work(launches: Launches) -> Launches:
     (launches.work / "shard.txt").write_text("-1\n")
     launches.env["PROBE_OUTLAST"] = "1"
     return launches
+
+
+@pytest.fixture
+def work(launches: Launches) -> Launches:
+    return with_recipe(launches)
+
+
+@pytest.fixture(scope="module")
+def evaluated(
+    python: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FirstLaunch]:
+    """The recipe's world after its first launch (Q = 4, evaluated, stored),
+    shared by the tests of the ``evaluated`` group."""
+    yield from first_launch(python, tmp_path_factory, "evaluated",
+                            lambda world: launch(with_recipe(world)))  # fmt: skip
 
 
 def launch(work: Launches, **env: str) -> tuple[str | None, list[str]]:
@@ -72,13 +89,15 @@ def newer(path: Path) -> None:
     os.utime(path, (later, later))
 
 
-def test_each_dependency_class(work: Launches) -> None:
+@pytest.mark.xdist_group("evaluated")
+def test_each_dependency_class(evaluated: FirstLaunch) -> None:
     """Each change of what the evaluation read gives the new Q on the next
     launch; an unchanged relaunch, a new job id, another rank and a new log
     file beside it start no child."""
-    assert launch(work) == ("4", ["rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU"
-                                  " streams: compute, all_reduce, fsdp_comm,"
-                                  " cudagraph_capture)"])  # fmt: skip
+    work = evaluated.again()
+    assert evaluated.result == ("4", ["rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4"
+                                      " GPU streams: compute, all_reduce,"
+                                      " fsdp_comm, cudagraph_capture)"])  # fmt: skip
     assert work.evaluations() == 1
     queues, said = launch(work)
     assert queues == "4" and work.evaluations() == 1
@@ -105,13 +124,16 @@ def test_each_dependency_class(work: Launches) -> None:
         assert work.evaluations() == count, what
 
 
+@pytest.mark.xdist_group("evaluated")
 @pytest.mark.serial  # it edits a file of the torchtitan venv every test imports
-def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> None:
+def test_torchtitans_own_files_count(
+    evaluated: FirstLaunch, torchtitan_dir: Path
+) -> None:
     """A file of torchtitan's own whose bytes changed evaluates again, naming
     it; one whose stamp alone changed (a reinstall of the same version, a
     checkout there and back) counts by its bytes: a hit. Was (before content
     digests): a touch evaluated again."""
-    launch(work)
+    work = evaluated.again()  # its first launch: evaluated, stored
     manager = torchtitan_dir / "config" / "manager.py"
     before = manager.stat()
     source = manager.read_bytes()
@@ -129,13 +151,14 @@ def test_torchtitans_own_files_count(work: Launches, torchtitan_dir: Path) -> No
         os.utime(manager, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
+@pytest.mark.xdist_group("evaluated")
 @pytest.mark.parametrize(
     "damage", ["writable by its group or others", "owned by another user", "corrupt"]
 )
 def test_an_entry_that_cannot_be_trusted_is_evaluated_again(
-    work: Launches, damage: str
+    evaluated: FirstLaunch, damage: str
 ) -> None:
-    launch(work)
+    work = evaluated.again()  # its first launch: evaluated, stored
     [entry] = Path(work.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
     if damage == "writable by its group or others":
         entry.chmod(0o666)
