@@ -323,6 +323,7 @@ def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) ->
     proc = subprocess.Popen(
         [launch.venv.python, "-m", "torchtitan.train", *EP2], cwd=launch.work,
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=interruptible,
     )  # fmt: skip
     assert proc.stderr is not None
     first = proc.stderr.readline()  # after 2 s of waiting
@@ -400,3 +401,14 @@ def signal_state(pid: int) -> str:
         return str(exc)
     keys = ("Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
     return ", ".join(line for line in lines if line.split(":")[0] in keys)
+
+
+def interruptible() -> None:
+    """In the child before it runs the launch: SIGINT and SIGQUIT taken as a
+    shell's job takes them (their default). A pytest worker may start it while
+    another of its threads runs ``system()``, which ignores both in the whole
+    process for its duration: the child then inherits them ignored, and Python
+    installs no Ctrl-C handler (seen in CI: ``SigIgn`` 0x...1006, SIGINT,
+    SIGQUIT and SIGPIPE ignored; the launch went on as if no SIGINT had come)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)

@@ -14,22 +14,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..unit.test_argv import TORCHRUN_LINES
-from .conftest import (
-    OUTLAST,
-    FirstLaunch,
-    Launches,
-    first_launch,
-    ours,
-    probes,
-    wait_for,
-)
+from .conftest import OUTLAST, Launches, ours, probes, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -324,9 +315,8 @@ elif not first:
 )
 
 
-def exists_program(launches: Launches) -> list[str]:
-    """The world of the check's tests: the waiting program and its recipe;
-    the command that launches it."""
+@pytest.fixture
+def exists(launches: Launches) -> tuple[Launches, list[str]]:
     program = launches.root / "bin" / "torchtitan" / "wait.py"
     program.parent.mkdir(parents=True)
     program.write_text(WAITING)
@@ -335,23 +325,8 @@ def exists_program(launches: Launches) -> list[str]:
     recipes = program.parent / "exists_recipes"
     recipes.mkdir()
     (recipes / "config_registry.py").write_text(EXISTS_RECIPE)
-    return [launches.python, str(program), "--module", "exists_recipes",
-            "--config", "mine"]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def exists(
-    python: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FirstLaunch]:
-    """That world after its first launch (Q = 4, evaluated, stored), shared by
-    the tests of the ``exists`` group; its result: the command, and what the
-    launch got and said."""
-
-    def begin(world: Launches) -> tuple[list[str], tuple[str, list[str]]]:
-        command = exists_program(world)
-        return command, waited(world, command)
-
-    yield from first_launch(python, tmp_path_factory, "exists", begin)
+    return launches, [launches.python, str(program), "--module", "exists_recipes",
+                      "--config", "mine"]  # fmt: skip
 
 
 def waited(launches: Launches, command: list[str], **env: str) -> tuple[str, list[str]]:
@@ -361,17 +336,15 @@ def waited(launches: Launches, command: list[str], **env: str) -> tuple[str, lis
     return json.loads(line[7:]), ours(err, waited=command)
 
 
-@pytest.mark.xdist_group("exists")
 @pytest.mark.serial  # the check runs at the idle priority: beside nothing
 def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
-    exists: FirstLaunch,
+    exists: tuple[Launches, list[str]],
 ) -> None:
     """First launch Q = 4; a file the recipe only tests for appears; the
     relaunch hits, gets 4 at once, and its check says in that launch what a
     fresh evaluation gives; the next launch gets it. Nothing is left running."""
-    launches = exists.again()
-    command, first = exists.result
-    assert first == ("4", [
+    launches, command = exists
+    assert waited(launches, command) == ("4", [
         "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
         " all_reduce, fsdp_comm, cudagraph_capture)"])  # fmt: skip
     (launches.work / "cp2.flag").write_text("")
@@ -388,13 +361,14 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
     assert launches.left_behind() == []
 
 
-@pytest.mark.xdist_group("exists")
 @pytest.mark.parametrize("how", ["exits", "is killed"])
-def test_the_check_never_outlives_its_launcher(exists: FirstLaunch, how: str) -> None:
+def test_the_check_never_outlives_its_launcher(
+    exists: tuple[Launches, list[str]], how: str
+) -> None:
     """A check that takes a minute: the launch that started it ends (or is
     killed) first, and the check's whole group goes with it; its entry stays."""
-    launches = exists.again()  # its first launch: evaluated, stored
-    command, _ = exists.result
+    launches, command = exists
+    waited(launches, command)
     [entry] = Path(launches.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
     before = entry.read_bytes()
     (launches.work / "slow.flag").write_text("")
