@@ -37,7 +37,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +288,7 @@ class FirstLaunch:
     def __init__(self, world: Launches, result: Any) -> None:
         self.world = world
         self.result = result
-        """What the first launch gave (``begin``'s return value)."""
+        """What the first launch gave (its Q and lines, say)."""
         assert wait_for(lambda: world.left_behind() == [], 10)
         self.evaluations = world.evaluations()
         self.kept = world.root / "after-the-first-launch"
@@ -314,25 +314,6 @@ class FirstLaunch:
         for other in (".checks", ".starts"):
             world.log.with_name(world.log.name + other).unlink(missing_ok=True)
         return world
-
-
-def first_launch(
-    python: str,
-    factory: pytest.TempPathFactory,
-    name: str,
-    begin: Callable[[Launches], Any],
-) -> Iterator[FirstLaunch]:
-    """A module fixture's body: a world in a folder of its own, set up and
-    launched once by ``begin`` (which must evaluate, once), kept for its tests.
-    The tests that share it are of one ``xdist_group``: one worker runs them,
-    one after another."""
-    world = Launches(python, factory.mktemp(name))
-    try:
-        result = begin(world)
-        assert world.evaluations() == 1
-        yield FirstLaunch(world, result)
-    finally:
-        world.end_all()
 
 
 def probes(out: str) -> list[dict[str, Any]]:

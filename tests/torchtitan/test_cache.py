@@ -15,7 +15,7 @@ import pytest
 
 from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED
 
-from .conftest import FirstLaunch, Launches, first_launch, ours, probes
+from .conftest import FirstLaunch, Launches, ours, probes
 
 #: Beside other tests under xdist: a store runs at the idle priority, and these
 #: trainings last until their evaluations' stores are done (``PROBE_OUTLAST``),
@@ -68,9 +68,15 @@ def evaluated(
     python: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FirstLaunch]:
     """The recipe's world after its first launch (Q = 4, evaluated, stored),
-    shared by the tests of the ``evaluated`` group."""
-    yield from first_launch(python, tmp_path_factory, "evaluated",
-                            lambda world: launch(with_recipe(world)))  # fmt: skip
+    in a folder of its own, shared by the tests of the ``evaluated`` group (one
+    worker runs them, one after another)."""
+    world = with_recipe(Launches(python, tmp_path_factory.mktemp("evaluated")))
+    try:
+        first = launch(world)
+        assert world.evaluations() == 1
+        yield FirstLaunch(world, first)
+    finally:
+        world.end_all()
 
 
 def launch(work: Launches, **env: str) -> tuple[str | None, list[str]]:
