@@ -60,20 +60,30 @@ class Unwritable(Exception):
 class Stdout:
     """The stream a command writes its answer to: each write flushed at once,
     so that a refusal surfaces at the write that met it (before the command
-    says on stderr that it is done); a refusal raises :class:`Unwritable`,
-    while a reader that went away (``| head``: ``BrokenPipeError``) passes."""
+    says on stderr that it is done); a refusal raises :class:`Unwritable`.
+    A reader that went away (``| head``: ``BrokenPipeError``) is no error:
+    what is left goes nowhere, and the command runs to its end, so that its
+    exit status is its verdict's whatever the reader took (was: 0 at the
+    first write after the reader left, a short ``verify`` exiting 0 or 1 by
+    chance)."""
 
-    __slots__ = ("stream",)
+    __slots__ = ("gone", "stream")
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self.gone = False
+        """The reader went away: nothing more is written."""
 
     def write(self, text: str) -> int:
+        if self.gone:
+            return len(text)
         try:
             written = self.stream.write(text)
             self.stream.flush()
         except BrokenPipeError:
-            raise
+            self.gone = True
+            discard(self.stream)
+            return len(text)
         except (OSError, ValueError) as exc:  # ValueError: a closed file
             raise Unwritable(exc) from None
         return written

@@ -193,6 +193,18 @@ def test_a_reader_that_went_away_is_still_no_error(tmp_path: Path) -> None:
     assert (code, out, err) == (0, "", "")
 
 
+@pytest.mark.parametrize(("streams", "verdict"), [(3, 0), (5, 1)])
+def test_verifys_status_is_its_verdict_whatever_the_reader_took(
+    streams: int, verdict: int, tmp_path: Path
+) -> None:
+    """``verify --queues 4 t.json | head -c 0``: the reader is gone before the
+    first line. Was: status 0 for a short trace whenever the pipe broke before
+    the verdict was written (``| head -1``: 1 or 0 by chance)."""
+    trace = write_trace(tmp_path / "t.json", [kernel(0, s) for s in range(streams)])
+    tail = "| head -c 0; exit ${PIPESTATUS[0]}"
+    assert _run(["verify", "--queues", "4", trace], tail, tmp_path) == (verdict, "", "")
+
+
 # The line everyone writes in a job script.
 
 
