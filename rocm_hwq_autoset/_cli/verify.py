@@ -81,6 +81,10 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str, str | None]:
     if opts.queues is not None:
         if opts.queues < 1:
             raise ConfigError(f"{opts.queues} must be >= 1", "--queues")
+        if QueuesSetting({QUEUES: str(opts.queues)}).queues is None:
+            raise ConfigError(  # as GPU_MAX_HW_QUEUES, HIP's atoi is undefined
+                f"{opts.queues} is beyond C's int: no Q HIP reads", "--queues"
+            )
         return opts.queues, "--queues", None
     setting = QueuesSetting(os.environ)
     from_args = None

@@ -38,6 +38,8 @@ FAILING = [
     (["explain", "--world-size", "0"], "--world-size: 0 must be >= 1"),
     (["verify", "--queues", "x", "{trace}"],
      "verify: argument --queues: invalid int value: 'x'"),
+    (["verify", "--queues", "999999999999999999", "{trace}"],
+     "--queues: 999999999999999999 is beyond C's int: no Q HIP reads"),
     (["verify", "--quees", "4", "{trace}"],
      "verify: --quees: unrecognized option; did you mean --queues?"),
     (["verify"], "verify needs at least one TRACE"),
