@@ -5,9 +5,11 @@ what a file is when it is no trace to check."""
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
 import io
 import json
+import lzma
 import random
 from pathlib import Path
 from typing import Any
@@ -418,6 +420,29 @@ def test_what_a_file_is(
     path = tmp_path / name
     path.write_bytes(content)
     assert refused(capsys, str(path)).startswith(f"{path}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "packed", "unpack"),
+    [
+        ("xz", lzma.compress(b"{}"), "xz -dk"),
+        ("bzip2", bz2.compress(b"{}"), "bunzip2 -k"),
+        ("zstd", b"\x28\xb5\x2f\xfd" + bytes(16), "zstd -d"),
+        ("zip", b"PK\x03\x04" + bytes(26), "unzip"),
+    ],
+)
+def test_a_trace_compressed_otherwise_than_gzip_is_named(
+    kind: str, packed: bytes, unpack: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: "binary data, not JSON text" for each."""
+    path = tmp_path / "a b" / "t.json.x"
+    path.parent.mkdir()
+    path.write_bytes(packed)
+    assert refused(capsys, str(path)) == (
+        f"{path}: {kind}-compressed, which verify does not read: unpack it"
+        f" ({unpack} '{path}') and give the JSON file"
+    )
 
 
 @pytest.mark.parametrize(
