@@ -165,11 +165,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     read = [r for r in reports if "error" not in r]
     # The worst verdict: a trace not read (2), one short (1), all fitting (0).
     status = 2 if errors else 0 if all(r["ok"] for r in read) else 1
-    if not read:  # nothing to report but what is wrong
-        for error in errors[:-1]:
-            fail(error)
-        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
-    if opts.json:
+    if opts.json:  # the same shape whatever was read: each trace an entry
         doc = {"queues": queues, "queues_source": source, "ok": status == 0,
                "traces": reports}  # fmt: skip
         if note is not None:
@@ -178,6 +174,10 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         for error in errors:
             fail(error)
         return status
+    if not read:  # nothing to report but what is wrong
+        for error in errors[:-1]:
+            fail(error)
+        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
     out.write(f"Q = {queues}, from {source}\n")
     if note is not None:
         out.write(f"note: {note}\n")

@@ -43,7 +43,6 @@ FAILING = [
     (["verify", "--quees", "4", "{trace}"],
      "verify: --quees: unrecognized option; did you mean --queues?"),
     (["verify"], "verify needs at least one TRACE"),
-    (["verify", "{trace}.missing"], "{trace}.missing: No such file or directory"),
 ]  # fmt: skip
 
 

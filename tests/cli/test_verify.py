@@ -388,7 +388,9 @@ def test_json_without_gpu_activity_is_said(
     path.write_bytes(content)
     assert refused(capsys, str(path)) == f"{path}: {said}"
     code, out, _ = verify(capsys, "--json", str(path))
-    assert code == 2 and json.loads(out) == {"error": f"{path}: {said}"}
+    assert code == 2 and json.loads(out)["traces"] == [
+        {"path": str(path), "error": f"{path}: {said}", "ok": False}
+    ]
 
 
 def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:
@@ -492,6 +494,23 @@ def test_every_traces_verdict_and_the_worst_status(
     # Two bad ones and nothing read: each named, nothing on stdout.
     code, out, err = verify(capsys, cpu, str(tmp_path / "missing.json"))
     assert (code, out) == (2, "") and err.count(PREFIX) == 2
+
+
+@pytest.mark.parametrize("unread", [1, 2])
+def test_json_gives_each_unread_trace_its_entry_however_many(
+    unread: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``{"error": ...}`` for one unreadable trace alone, an entry under
+    ``traces`` beside a trace read. Each is named on stderr too; exit 2."""
+    paths = [str(tmp_path / f"missing{i}.json") for i in range(unread)]
+    code, out, err = verify(capsys, "--json", *paths)
+    doc = json.loads(out)
+    assert (code, doc["ok"], doc["queues"]) == (2, False, 4)
+    assert doc["traces"] == [
+        {"path": p, "error": f"{p}: No such file or directory", "ok": False}
+        for p in paths
+    ]
+    assert err.count(PREFIX) == unread
 
 
 def test_the_q_the_job_ran_with(
@@ -1151,26 +1170,14 @@ def test_the_advice_follows_the_sure_verdicts(
     )
 
 
-def test_in_json_a_misplaced_trace_and_traces_not_read_are_one_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_in_json_a_misplaced_trace_is_an_error(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--json`` answers ``{"error": ...}`` for a trace among the training
-    arguments, and, where no trace could be read, for all of them in one,
-    each also on its own line on stderr."""
+    arguments (a trace not read is an entry of ``traces``: above)."""
     code, out, err = verify(capsys, "--json", "--job.config_file", "job.toml", "t.json")
     assert code == 2 and json.loads(out) == {"error": err[len(PREFIX) : -1]}
     assert err.startswith(f"{PREFIX}'t.json' was read as a value of --job.config_file")
-    missing = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
-    said = [f"{m}: No such file or directory" for m in missing]
-    code, out, err = verify(capsys, "--json", *missing)
-    assert code == 2 and json.loads(out) == {"error": "; ".join(said)}
-    assert err == f"{PREFIX}{said[0]}\n{PREFIX}{'; '.join(said)}\n"
-    code, out, err = verify(capsys, "--json", missing[0])
-    assert (code, json.loads(out), err) == (
-        2,
-        {"error": said[0]},
-        f"{PREFIX}{said[0]}\n",
-    )
 
 
 def test_no_note_without_training_arguments(
