@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import sys
 import textwrap
 from typing import TextIO
@@ -44,6 +45,15 @@ def row(
         break_long_words=False,
     )
     return wrapped.replace(_NBSP, " ")
+
+
+def wrap(text: str) -> str:
+    """A line of prose fitted to the terminal (``COLUMNS``, else the
+    terminal's width, else 80), its next lines indented; a word (a path, a
+    URL) is never broken."""
+    width = shutil.get_terminal_size().columns
+    return textwrap.fill(text, width=max(width, 40) - 1, subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)  # fmt: skip
 
 
 def unbroken(text: str) -> str:

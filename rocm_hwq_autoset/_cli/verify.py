@@ -23,7 +23,7 @@ from .._model import MAX_QUEUES, MIN_LANES, queues_for
 from .._pools import BOTH, OPTION, RULES, PoolRule, choose, pool_sizes
 from .._traces import TraceError, read_trace
 from ._common import Option, Reading, add_options, fail, training_environ
-from .term import paint
+from .term import paint, wrap
 
 if TYPE_CHECKING:
     import argparse
@@ -178,9 +178,9 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         for error in errors[:-1]:
             fail(error)
         raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
-    out.write(f"Q = {queues}, from {source}\n")
+    out.write(wrap(f"Q = {queues}, from {source}") + "\n")
     if note is not None:
-        out.write(f"note: {note}\n")
+        out.write(wrap(f"note: {note}") + "\n")
     # The pool rule last said: said again when it changes.
     said: dict[str, Any] = {}
     for r in reports:
@@ -190,8 +190,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         if r["pool_rule"] != said:
             said = r["pool_rule"]
             for warning in said.get("warnings", ()):
-                out.write(f"warning: {warning}\n")
-            out.write(f"pools: {said['why']}\n")
+                out.write(wrap(f"warning: {warning}") + "\n")
+            out.write(wrap(f"pools: {said['why']}") + "\n")
         for line in verdict_lines(r, out):
             out.write(line + "\n")
     short = [r for r in read if not r["ok"]]
@@ -199,7 +199,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         # Sure where every verdict of a trace is short, not only the shared one.
         sure = [r for r in short if not any(v["ok"] for v in r["verdicts"])]
         needed = max(v["needed"] for r in sure or short for v in r["verdicts"])
-        out.write(advice(needed, bool(sure)) + "\n")
+        out.write(wrap(advice(needed, bool(sure))) + "\n")
     for error in errors:
         fail(error)
     return status

@@ -60,6 +60,13 @@ def test_corpus_traces() -> None:
         assert by_device(str(folder / name)) == devices, name
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line of the report whole, as the tests pin them (their wrapping to
+    the terminal: ``test_the_lines_fit_the_terminal``)."""
+    monkeypatch.setenv("COLUMNS", "1000")
+
+
 def trace(events: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0}], "traceEvents": events,
             "traceName": "x", **extra}  # fmt: skip
@@ -1065,6 +1072,23 @@ def test_each_trace_by_its_own_version_the_rule_said_when_it_changes(
     ]  # fmt: skip
     assert lines[1].startswith("pools: separate, as HIP 6.2 does")
     assert lines[5].startswith("pools: both verdicts: HIP 7.2")
+
+
+def test_the_lines_fit_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: a ``pools:`` line of 370 characters, ``COLUMNS`` not followed. The
+    prose is wrapped at word breaks; a trace's verdict stays one line (one
+    per trace, for ``grep``)."""
+    monkeypatch.setenv("COLUMNS", "60")
+    path = generated(tmp_path, hip_runtime_version=70253211)
+    code, lines = lines_of(capsys, "--queues", "8", path)
+    verdicts = [line for line in lines if line.startswith("ok  ")]
+    assert code == 0 and len(verdicts) == 2
+    prose = [line for line in lines if line not in verdicts]
+    assert prose[1].startswith("pools: both verdicts: HIP 7.2")
+    assert len(prose) > 4 and all(len(line) < 60 for line in prose), prose
+    assert all(line.startswith("  ") for line in prose[2:]), prose
 
 
 def test_a_trace_without_priorities_gets_one_line_for_both_rules(
