@@ -26,6 +26,7 @@ went away (``| head``) is no error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import json
@@ -40,9 +41,13 @@ from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
-from .term import Stdout, Unwritable, discard
+from .term import Stdout, Unwritable, discard, write_stderr
 
 COMMANDS = ("explain", "doctor", "verify")
+#: A command's exit status after Ctrl-C: a shell's for a job SIGINT ended
+#: (128 + 2), so that a script tells it from a failure (2).
+INTERRUPTED = 130
+CUT_SHORT = "interrupted (Ctrl-C): nothing was decided"
 #: argparse gives every command these.
 HELP_OPTIONS = {"-h": False, "--help": False}
 
@@ -248,6 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head` is fine
         discard(sys.stdout)
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: what was cut short, not where
+        with contextlib.suppress(BrokenPipeError, Unwritable):
+            if answer is not None:  # an eval of an export fails
+                out.write(answer(CUT_SHORT) + "\n")
+        write_stderr(f"{PROG}: {CUT_SHORT}\n")
+        return INTERRUPTED
     except Unwritable as exc:  # `> /dev/full`
         discard(sys.stdout)
         return fail(f"stdout: {exc}: the answer could not be written")

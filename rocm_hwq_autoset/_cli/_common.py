@@ -33,6 +33,7 @@ from .._decision import (
     fit,
     printable,
     recommend_launch,
+    waiting,
     world_size,
 )
 from .._environ import (
@@ -197,12 +198,18 @@ class Reading:
             if problem:  # the evaluation goes on with the default, as the hook's
                 write_stderr(f"{PROG}: warning: {problem}\n")
             result, self.found = evaluate(
-                self.launch, self.environ, use_cache=self.use_cache, fresh=self.fresh
-            )
+                self.launch, self.environ, use_cache=self.use_cache,
+                fresh=self.fresh, slow=self._say_waiting,
+            )  # fmt: skip
             if isinstance(result, ConfigError):
                 result = result.within("--module/--config")
             self._config = result
         return self._config
+
+    def _say_waiting(self, left: float) -> None:
+        """A slow evaluation: what the command waits for, as the hook's launch
+        says it (was: nothing, however long)."""
+        write_stderr(f"{PROG}: {waiting(self.launch, left).message}\n")
 
     @property
     def rec(self) -> Recommendation:

@@ -240,12 +240,14 @@ def evaluate(
     *,
     use_cache: bool = True,
     fresh: bool = False,
+    slow: Callable[[float], None] | None = None,
 ) -> tuple[Config | ConfigError, str]:
     """Evaluate now and wait, for the command line: the config (or why there
     is none), and how it was found (``cache``, ``evaluated``, or why the cache
     was not used). ``fresh`` (for a value that leaves the package, ``explain
     --export``, or judges a run, ``verify``): evaluated now, never from the
-    cache, which then holds the answer."""
+    cache, which then holds the answer. ``slow``: called once if the child
+    has not answered after :data:`SLOW_SECONDS` (``Evaluation.answer``)."""
     found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
         return found.hit.config, f"from the cache ({found.cache.entry(found.key)})"
@@ -264,7 +266,7 @@ def evaluate(
         assert found.error is not None
         return found.error, how
     try:
-        answer = evaluation.answer()
+        answer = evaluation.answer(slow)
     finally:
         evaluation.settle()  # the answer stored in the cache, for the launches
     if answer.how != EVALUATED:
