@@ -388,8 +388,18 @@ def cut_middle(text: str, room: int) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with each character that is not printable (a newline, an escape
-    sequence's ESC) as ``?``; a printable text as it is, at C's speed."""
+    """``text`` with each character that is not printable escaped as Python
+    writes it (a newline ``\\n``, a carriage return ``\\r``, an escape
+    sequence's ESC ``\\x1b``), and a byte of a name that is not UTF-8 (a
+    surrogate ``os.fsdecode`` made of it) as that byte, ``\\xff`` (was:
+    ``?``, which hid which it was); a printable text as it is, at C's speed."""
     if text.isprintable():
         return text
-    return "".join([c if c.isprintable() else "?" for c in text])
+    return "".join([c if c.isprintable() else _escaped(c) for c in text])
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's: the byte it stands for
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(char)[1:-1]

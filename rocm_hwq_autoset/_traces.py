@@ -207,8 +207,6 @@ COMPRESSED = {
 }
 
 
-
-
 class Trace(NamedTuple):
     """What ``verify`` reads of a trace."""
 

@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import difflib
 import importlib
-import json
 import shutil
 import sys
 import textwrap
@@ -41,7 +40,7 @@ from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
 from .._config import ConfigError
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
-from .term import Stdout, Unwritable, discard, write_stderr
+from .term import Stdout, Unwritable, discard, json_text, write_stderr
 
 COMMANDS = ("explain", "doctor", "verify")
 #: A command's exit status after Ctrl-C: a shell's for a job SIGINT ended
@@ -79,7 +78,7 @@ class _Parser(argparse.ArgumentParser):
 #: so that a ``set -e`` script stops there (``false``, never ``exit``, which
 #: would end an interactive shell).
 FAILURE_OUTPUT: dict[str, Callable[[str], str]] = {
-    "--json": lambda message: json.dumps({"error": message}),
+    "--json": lambda message: json_text({"error": message}),
     "--export": lambda message: "false",
 }
 

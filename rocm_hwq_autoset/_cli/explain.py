@@ -3,7 +3,6 @@ would do here. It formats the model's lane table; it derives nothing itself."""
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from typing import TYPE_CHECKING, TextIO
@@ -30,7 +29,7 @@ from ._common import (
     rocm,
     training_environ,
 )
-from .term import row, unbroken, write_stderr
+from .term import json_text, row, unbroken, write_stderr
 
 if TYPE_CHECKING:
     import argparse
@@ -112,7 +111,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "opted_out": switch(os.environ)[0] == OFF,
             "hook": hook_words(outcome),
         }
-        out.write(json.dumps(doc, indent=2) + "\n")
+        out.write(json_text(doc, indent=2) + "\n")
         return 0
     environment = {
         "ROCm": ("yes: " if on_rocm else "no: ") + evidence,

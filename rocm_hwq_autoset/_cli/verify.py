@@ -12,7 +12,6 @@ streams; there all streams of a device count as one pool under either rule.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -23,7 +22,7 @@ from .._model import MAX_QUEUES, MIN_LANES, queues_for
 from .._pools import BOTH, OPTION, RULES, PoolRule, choose, pool_sizes
 from .._traces import TraceError, read_trace
 from ._common import Option, Reading, add_options, fail, training_environ
-from .term import paint, wrap
+from .term import json_text, paint, wrap
 
 if TYPE_CHECKING:
     import argparse
@@ -170,7 +169,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
                "traces": reports}  # fmt: skip
         if note is not None:
             doc["note"] = note
-        out.write(json.dumps(doc, indent=2) + "\n")
+        out.write(json_text(doc, indent=2) + "\n")
         for error in errors:
             fail(error)
         return status

@@ -752,10 +752,33 @@ class _Pipe:
 
 def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
     assert paint("ok", "green", _Tty()) == "\033[32mok\033[0m"  # type: ignore[arg-type]
     assert paint("ok", "green", _Pipe()) == "ok"  # type: ignore[arg-type]
+    monkeypatch.setenv("TERM", "dumb")  # was: colours
+    assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+    monkeypatch.delenv("TERM")
     monkeypatch.setenv("NO_COLOR", "1")
     assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+
+
+def test_a_name_no_terminal_shows_is_escaped_and_its_json_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config path with a carriage return and a byte that is not UTF-8. Was:
+    the return a blank, the byte raw (``?`` in a warning); in JSON a lone
+    surrogate (``\\udcff``), which strict JSON readers refuse."""
+    raw = os.path.join(os.fsencode(tmp_path), b"a\rb\xffc.toml")
+    with open(raw, "wb") as job:
+        job.write((ROOT / "examples" / "deepseek_v3_16b.toml").read_bytes())
+    path = os.fsdecode(raw)
+    shown = f"{tmp_path}/a\\rb\\xffc.toml"
+    code, out, _ = explain(capsys, "--job.config_file", path)
+    assert code == 0 and out.splitlines()[0] == f"config              {shown}"
+    code, out, _ = explain(capsys, "--json", "--job.config_file", path)
+    assert code == 0 and "\\ud" not in out and json.loads(out)["config"] == (
+        f"{tmp_path}/a\rb\\xffc.toml"
+    )
 
 
 def test_readme_shows_what_explain_prints(
