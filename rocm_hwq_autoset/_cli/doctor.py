@@ -96,7 +96,7 @@ def startup_file_checks() -> list[Row]:
     active = [d for d, on in found if on]
     checks = []
     if active:
-        checks.append(Row("ok", PTH, os.path.join(active[0], PTH)))
+        checks.append(Row("ok", PTH, unbroken(os.path.join(active[0], PTH))))
         checks.append(early_starters_check())
     elif found:
         checks.append(Row("FAIL", PTH, f"{os.path.join(found[0][0], PTH)} is in"
@@ -175,7 +175,7 @@ def gate_check() -> Row:
                      f" {reinstall_command()}")  # fmt: skip
     beside = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if _same(os.path.dirname(spec.origin), os.path.dirname(beside)):
-        return Row("ok", GATE, spec.origin)
+        return Row("ok", GATE, unbroken(spec.origin))
     installed = installed_file(f"{GATE}.py")
     if installed is None or not _same(installed, spec.origin):
         return Row("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
@@ -378,7 +378,7 @@ def cache_checks() -> list[Row]:
 
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
-        Row("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
+        Row("note", "python", f"{unbroken(sys.executable)} ({sys.version.split()[0]})"),
         *startup_file_checks(),
         *([] if sys.flags.no_site else [gate_check()]),
         *environment_checks(opts.training),

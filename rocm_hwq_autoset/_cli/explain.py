@@ -113,6 +113,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         }
         out.write(json_text(doc, indent=2) + "\n")
         return 0
+    if reading.launch.config_file:  # a path: a row never breaks it at a blank
+        source = unbroken(source)
     environment = {
         "ROCm": ("yes: " if on_rocm else "no: ") + evidence,
         QUEUES: setting.describe(),
@@ -132,7 +134,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
                              environment=environment))  # fmt: skip
     elif level == QUIET:
         return 0
-    summary = export_summary(rec, setting, source, hook_off(os.environ))
+    summary = export_summary(rec, setting, reading.source, hook_off(os.environ))
     write_stderr(f"{PROG}: {summary}\n")
     return 0
 

@@ -1213,3 +1213,16 @@ def test_a_bad_value_of_theirs_in_the_file_is_named(
     assert refused(capsys, "--job.config_file", str(job)) == f"{job}: {said}"
     code, out, _ = explain(capsys, "--json", "--job.config_file", str(job))
     assert (code, json.loads(out)) == (2, {"error": f"{job}: {said}"})
+
+
+def test_a_config_path_with_blanks_is_one_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the report broke a path at its blanks (a clone in ``.../with
+    spaces/...``), so that it could not be copied whole."""
+    folder = tmp_path / ("with spaces & more " * 4)
+    folder.mkdir()
+    job = folder / "job.toml"
+    job.write_bytes((ROOT / "examples" / "deepseek_v3_16b.toml").read_bytes())
+    code, out, _ = explain(capsys, "--job.config_file", str(job))
+    assert code == 0 and out.splitlines()[0] == f"config              {job}"

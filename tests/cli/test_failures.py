@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -211,7 +212,7 @@ def test_verifys_status_is_its_verdict_whatever_the_reader_took(
 
 def _shell(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     # the command, not a path that holds its name (a clone at .../rocm-hwq-autoset)
-    command = f'"{sys.executable}" -m rocm_hwq_autoset explain'
+    command = f"{shlex.quote(sys.executable)} -m rocm_hwq_autoset explain"
     env = _env(tmp_path)
     return subprocess.run(
         ["bash", "-c", script.replace("rocm-hwq-autoset explain", command)],
@@ -227,7 +228,8 @@ def test_eval_of_an_export_stops_a_strict_script_on_failure(
     status 0: an empty stdout evals to nothing."""
     proc = _shell(
         'set -euo pipefail; eval "$(rocm-hwq-autoset explain --export'
-        f' --job.config_file {config})"; echo reached Q=$GPU_MAX_HW_QUEUES',
+        f' --job.config_file {shlex.quote(config)})";'
+        " echo reached Q=$GPU_MAX_HW_QUEUES",
         tmp_path,
     )
     if config == EXAMPLE:

@@ -124,7 +124,7 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "cli-plus-int": (_toml(MOE, "--parallelism.expert_parallel_degree", "+2"), "4", None),
     "long-path": (lambda c: ["--job.config_file", "/" + "x" * 100_000], None,
                   "x...x"),  # the path cut in the middle, its end kept
-    "newline-path": (lambda c: ["--job.config_file", "/tmp/a\nb\x1b[2J"], None, "a?b?[2J"),
+    "newline-path": (lambda c: ["--job.config_file", "/tmp/a\nb\x1b[2J"], None, "a\\nb\\x1b[2J"),
 }  # fmt: skip
 
 
