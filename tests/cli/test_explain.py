@@ -776,8 +776,10 @@ def test_a_name_no_terminal_shows_is_escaped_and_its_json_valid(
     code, out, _ = explain(capsys, "--job.config_file", path)
     assert code == 0 and out.splitlines()[0] == f"config              {shown}"
     code, out, _ = explain(capsys, "--json", "--job.config_file", path)
-    assert code == 0 and "\\ud" not in out and json.loads(out)["config"] == (
-        f"{tmp_path}/a\rb\\xffc.toml"
+    assert (
+        code == 0
+        and "\\ud" not in out
+        and json.loads(out)["config"] == (f"{tmp_path}/a\rb\\xffc.toml")
     )
 
 
