@@ -73,7 +73,7 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "fifo": (_fifo, None, "not a regular file (a FIFO)"),
     "dev-zero": (lambda c: ["--job.config_file", "/dev/zero"], None, "character device"),
     "directory": (lambda c: ["--job.config_file", str(c.root)], None, "a directory"),
-    "64-MiB": (_huge, None, "67108864 bytes, more than the 65536 read"),
+    "64-MiB": (_huge, None, "67108864 bytes, more than the 262144 read"),
     "64-KiB-deep-headers": (_toml(SLOW_TOML), "4", None),
     "garbage": (lambda c: ["--job.config_file", c.file("g.toml", b"\xff\x00" * 2048)],
                 None, "g.toml: not UTF-8 text"),

@@ -470,3 +470,14 @@ def test_what_is_wrong_with_an_object_is_named(config: object, said: str) -> Non
     with pytest.raises(ConfigError) as caught:
         recommend(config)
     assert str(caught.value) == said
+
+
+def test_a_config_kept_with_its_comments_is_read(tmp_path: Path) -> None:
+    """Issue #37: a valid 76 KB TOML, mostly comments, was refused (the bound
+    was 64 KiB) and the hook left Q unset for a job torchtitan runs."""
+    comments = b"".join(b"# %05d: what this field does, and why it is set\n" % i
+                        for i in range(1600))  # fmt: skip
+    job = tmp_path / "job.toml"
+    job.write_bytes(comments + TABLES)
+    assert 76_000 < job.stat().st_size < 80_000
+    assert load_toml(str(job))["parallelism"]["expert_parallel_degree"] == 2
