@@ -21,6 +21,7 @@ from ._environ import (
     HIP_DEFAULT_QUEUES,
     INPUTS,
     INVALID,
+    LOCAL_RANK,
     MODULE_FORM,
     NAME,
     OFF,
@@ -33,6 +34,7 @@ from ._environ import (
     VERBOSE,
     WORLD_SIZE,
     QueuesSetting,
+    local_rank_problem,
     log_level,
     marker,
     prints_for_node,
@@ -58,10 +60,15 @@ if TYPE_CHECKING:
 
 
 def world_size(environ: Mapping[str, str]) -> int | None:
-    """``WORLD_SIZE``; ``ConfigError`` for a value that is no positive integer."""
+    """``WORLD_SIZE``; ``ConfigError`` for a value that is no positive integer,
+    or a ``LOCAL_RANK`` torchtitan cannot read (the job fails then, whatever
+    its config)."""
     size, problem = _world_size(environ)
     if problem is not None:
         raise ConfigError(problem, WORLD_SIZE)
+    problem = local_rank_problem(environ)
+    if problem is not None:
+        raise ConfigError(problem, LOCAL_RANK)
     return size
 
 

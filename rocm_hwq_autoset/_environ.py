@@ -156,9 +156,33 @@ def local_rank(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
 
 def prints_for_node(environ: "Mapping[str, str]") -> bool:
     """Whether this process prints by default: once per node (a process with
-    no local rank, such as torchrun's launcher, or local rank 0)."""
+    no local rank, such as torchrun's launcher, or local rank 0), and a process
+    whose local rank cannot be read (each would otherwise stay silent: an empty
+    ``LOCAL_RANK`` is no rank 0)."""
     found = local_rank(environ)
-    return found is None or found[1].strip() == "0"
+    return found is None or _int(found[1]) in (0, None)
+
+
+def local_rank_problem(environ: "Mapping[str, str]") -> "str | None":
+    """What is wrong with ``LOCAL_RANK`` as torchtitan reads it, or None:
+    ``int(os.environ["LOCAL_RANK"])`` for the device, which refuses an empty
+    value or a word, so that the job fails at its start."""
+    value = environ.get(LOCAL_RANK)
+    if value is None or _int(value) is not None:
+        return None
+    return (
+        f"{value!r} is not an integer: torchtitan reads it with int(), which"
+        " refuses it, so the job fails at its start"
+    )
+
+
+def _int(text: str) -> "int | None":
+    """``text`` as Python's ``int()`` reads it (torch's and torchtitan's
+    reading of a rank), else None."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def positive_int(text: str) -> "int | None":

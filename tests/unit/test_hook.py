@@ -175,6 +175,20 @@ def test_a_line_is_cut_in_the_middle_of_its_cause(
     assert _decision.fit(text, tail, limit) == line
 
 
+@pytest.mark.parametrize("rank", ["", "one"])
+def test_a_local_rank_torch_cannot_read_is_said(
+    rank: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #37: ``LOCAL_RANK=`` (empty) set Q and no process said a word;
+    torchtitan's ``int(os.environ["LOCAL_RANK"])`` refuses it."""
+    err = run({"LOCAL_RANK": rank}, ["--job.config_file", job], rocm_path, capsys)
+    assert err == (
+        f"rocm-hwq-autoset: warning: LOCAL_RANK: {rank!r} is not an integer:"
+        " torchtitan reads it with int(), which refuses it, so the job fails at"
+        " its start; GPU_MAX_HW_QUEUES left unset\n"
+    )
+
+
 def test_a_skip_is_said_only_in_verbose_mode(
     job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
