@@ -81,7 +81,10 @@ ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
 #: a TOML job config (torchtitan until early 2026), or torchtitan >= 0.3.0's
 #: config registry (``--module M --config FN``).
 TOML_FORM, MODULE_FORM = "job.config_file", "--module"
-FORMS = (TOML_FORM, MODULE_FORM)
+#: The origin ``explain --export`` gives its value: the package's own, so
+#: that a later export or launch decides again (not an explicit value it keeps).
+EXPORTED = "explain --export"
+FORMS = (TOML_FORM, MODULE_FORM, EXPORTED)
 UNSET = "unset"
 #: Set beside it by a ``--module`` launcher: the model's inputs, from which a
 #: worker that knows ``WORLD_SIZE`` applies the model itself.

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from .._config import ConfigError
 from .._environ import (
+    EXPORTED,
     HIP_DEFAULT_QUEUES,
     OFF,
+    ORIGIN,
     QUEUES,
     QUIET,
     SWITCH,
@@ -56,10 +58,11 @@ OPTIONS = (
            help="one JSON object on stdout"),
     Option("--export", takes_value=False, exclusive="form", action="store_true",
            help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
-           " (N: the number HIP reads), one summary line on stderr (the report"
-           " with --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP"
-           " reads it; on any failure 'false' on stdout (its eval fails) and"
-           " exit 2"),
+           " (N: the number HIP reads; with ROCM_HWQ_AUTOSET_ORIGIN, which tells"
+           " a later export or launch that the value is the package's own), one"
+           " summary line on stderr (the report with --verbose); an explicit"
+           " GPU_MAX_HW_QUEUES is exported as HIP reads it; on any failure"
+           " 'false' on stdout (its eval fails) and exit 2"),
     Option("--verbose", takes_value=False, action="store_true",
            help="with --export: the whole report on stderr"),
     Option("--world-size", takes_value=True, type=int, metavar="N",
@@ -125,9 +128,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(as_text(rec, source=source, found=reading.found,
                           environment=environment))  # fmt: skip
         return 0
-    # The number HIP reads, never the text: always safe to eval.
-    exported = setting.queues if explicit is not None else rec.queues
-    out.write(f"export {QUEUES}={exported}\n")
+    out.write(export_line(setting, rec) + "\n")
     level, _ = log_level(os.environ)
     if opts.verbose or level == VERBOSE:
         write_stderr(as_text(rec, source=source, found=reading.found,
@@ -137,6 +138,16 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     summary = export_summary(rec, setting, reading.source, hook_off(os.environ))
     write_stderr(f"{PROG}: {summary}\n")
     return 0
+
+
+def export_line(setting: QueuesSetting, rec: Recommendation) -> str:
+    """The line ``eval`` runs: the number HIP reads, never the text (always
+    safe to eval); the package's own value with its origin, so that a second
+    export, or a launch, knows it is not the user's (was: taken for explicit,
+    and kept, by the next ``eval "$(explain --export ...)"``)."""
+    if setting.explicit is not None:
+        return f"export {QUEUES}={setting.queues}"
+    return f"export {QUEUES}={rec.queues} {ORIGIN}='{rec.queues} {EXPORTED}'"
 
 
 def hook_off(environ: Mapping[str, str]) -> str | None:

@@ -18,7 +18,7 @@ from rocm_hwq_autoset._cli import failure_output, main
 
 from ..data import kernel, write_trace
 from ..helpers import child_env
-from .commands import PREFIX
+from .commands import PREFIX, exported
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -187,7 +187,7 @@ def test_a_stderr_that_cannot_be_written_is_no_traceback(
     code, out, err = _run(args, redirect, tmp_path)
     assert (code, out, err) == (2, "false\n", "")
     ok = ["explain", "--export", "--job.config_file", EXAMPLE]
-    assert _run(ok, redirect, tmp_path)[:2] == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert _run(ok, redirect, tmp_path)[:2] == (0, exported(4))
 
 
 def test_a_reader_that_went_away_is_still_no_error(tmp_path: Path) -> None:
@@ -252,6 +252,23 @@ def test_eval_of_a_failed_export_leaves_an_interactive_shell_alive(
         tmp_path,
     )
     assert (proc.returncode, proc.stdout) == (0, "status 1 Q=2\n"), proc.stderr
+
+
+def test_a_second_export_in_one_shell_is_decided_again(tmp_path: Path) -> None:
+    """Issue #37: ``eval "$(explain --export ...)"`` twice in one shell, the
+    second for a config that needs 8: was 4 kept, the first export taken for
+    an explicit value. Its origin says it is the package's own."""
+    ep2 = ["--parallelism.expert_parallel_degree", "2",
+           "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
+    export = (
+        f"rocm-hwq-autoset explain --export --job.config_file {shlex.quote(EXAMPLE)}"
+    )
+    proc = _shell(
+        f'set -eu; eval "$({export})"; eval "$({export} {" ".join(ep2)})";'
+        " echo Q=$GPU_MAX_HW_QUEUES",
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "Q=8\n"), proc.stderr
 
 
 class _NoFileno:

@@ -22,7 +22,7 @@ from rocm_hwq_autoset._cli import main
 from ..data import kernel, write_trace
 from ..helpers import ROCM_VERSION_PY, fake_torch
 from ..standin import write_recipes, write_standin
-from .commands import explain, explain_json, refused
+from .commands import explain, explain_json, exported, refused
 
 ROOT = Path(__file__).resolve().parents[2]
 DS = ["--module", "graph_trainer.deepseek_v3", "--config",
@@ -320,7 +320,7 @@ def test_a_timeout_it_cannot_use_is_one_line_and_the_default(
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_TIMEOUT", seconds)
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "quiet")
     code, out, err = explain(capsys, "--export", *LLAMA)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err == (
         f"rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_TIMEOUT={seconds!r} is not"
         " a positive number of seconds up to 86400; using the default (120 s)\n"
@@ -354,7 +354,7 @@ def test_an_export_and_verify_never_take_the_cache_s_word(
     assert explain_json(capsys, *args)["evaluation"].startswith("from the cache (")
     Path("flag").write_text("")  # what no record sees
     code, out, err = explain(capsys, "--export", *args)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=8\n"), err
+    assert (code, out) == (0, exported(8)), err
     again = explain_json(capsys, *args)  # the cache now holds the fresh answer
     assert again["queues"] == 8 and again["evaluation"].startswith("from the cache (")
     Path("flag").unlink()
