@@ -422,6 +422,12 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
             i += 1
         else:
             raise ConfigError("expects a value", flag)
+        if i < len(args) and not is_option(args[i]):  # tyro takes one token
+            raise ConfigError(
+                f"takes one value; {args[i]!r} after {raw!r} is one too many"
+                " (torchtitan refuses it)",
+                flag,
+            )
         found[key] = _parse(key, raw, flag)
     return found
 

@@ -38,7 +38,7 @@ from typing import Any, NoReturn, TextIO, cast
 
 from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
-from .._config import ConfigError
+from .._config import ConfigError, shorthands
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
 from .term import Stdout, Unwritable, discard, json_text, write_stderr
 
@@ -163,6 +163,11 @@ def split_args(
         if name in options:
             own.append(arg)
             if options[name] and "=" not in arg and i + 1 < len(args):
+                if is_option(args[i + 1]):  # `--world-size --job.config_file ...`
+                    raise ConfigError(
+                        f"expects a value, but {args[i + 1]} follows it",
+                        f"{command}: {name}",
+                    )
                 own.append(args[i + 1])
                 i += 1
             in_training = False
@@ -173,7 +178,11 @@ def split_args(
             in_training = True
         elif is_option(arg):
             close = difflib.get_close_matches(name, options)  # the closest first
-            hint = f"; did you mean {close[0]}?" if close else ""
+            field = BARE_SHORTHANDS.get(name[2:].replace("-", "_"))
+            hint = (
+                f"; did you mean --{field}?" if field  # `--ep 2`: torchtitan's flag
+                else f"; did you mean {close[0]}?" if close else ""
+            )  # fmt: skip
             raise ConfigError(f"unrecognized option{hint}", f"{command}: {name}")
         elif in_training:
             training.append(arg)
@@ -193,6 +202,11 @@ def split_args(
     return own, training
 
 
+#: A parallel degree's shorthand without its section (``--ep``, ``--tp``), by
+#: the torchtitan field it means.
+BARE_SHORTHANDS = {
+    short.rpartition(".")[2]: field for short, field in shorthands().items()
+}
 #: What a hurried hand types for ``--job.config_file``: no torchtitan ever had
 #: these (tyro refuses each), and a dotted one would otherwise pass as a
 #: training argument and leave the launch without its config file.
@@ -219,7 +233,16 @@ def _refuse_own(
     command: str, options: dict[str, bool], training: Sequence[str]
 ) -> None:
     """After ``--`` all is torchtitan's: one of the command's own options there
-    would be handed to torchtitan and never read by the command."""
+    would be handed to torchtitan and never read by the command; a TOML file
+    first is a positional, which tyro refuses (was: the file ignored,
+    torchtitan's defaults read)."""
+    if training and training[0].endswith(".toml"):  # (verify names a trace)
+        meant = f"{CONFIG_FILE_FLAGS[0]} {training[0]}"
+        raise ConfigError(
+            f"unexpected argument {training[0]!r} after '--', where torchtitan"
+            f" takes no file alone (it refuses it); did you mean {meant}?",
+            command,
+        )
     for at, arg in enumerate(training):
         name = arg.partition("=")[0]
         if name in CONFIG_FILE_SLIPS:

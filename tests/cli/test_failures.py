@@ -39,6 +39,25 @@ FAILING = [
     (["explain", "--world-size", "0"], "--world-size: 0 must be >= 1"),
     (["verify", "--queues", "x", "{trace}"],
      "verify: argument --queues: invalid int value: 'x'"),
+    # Issue #37's hints: what was typed, and what torchtitan would make of it.
+    (["explain", "--ep", "2"], "explain: --ep: unrecognized option; did you mean"
+     " --parallelism.expert_parallel_degree?"),
+    (["explain", "--world-size", "--job.config_file", EXAMPLE],
+     "explain: --world-size: expects a value, but --job.config_file follows it"),
+    (["explain", "--job.config_file=~/no-such-job.toml"],
+     "~/no-such-job.toml: No such file or directory; the shell expands ~ only at"
+     " the start of a word, not after '=': write --job.config_file ~/job.toml"
+     " (a space, not '=') or $HOME/job.toml"),
+    (["explain", "--job.config_file", EXAMPLE, "--parallelism.tp", "2"],
+     "--parallelism.tp: not a torchtitan option; did you mean"
+     " --parallelism.tensor_parallel_degree?"),
+    (["explain", "--job.config_file", EXAMPLE,
+      "--parallelism.expert_parallel_degree", "2", "3"],
+     "--parallelism.expert_parallel_degree: takes one value; '3' after '2' is one"
+     " too many (torchtitan refuses it)"),
+    (["explain", "--", "job.toml"], "explain: unexpected argument 'job.toml' after"
+     " '--', where torchtitan takes no file alone (it refuses it); did you mean"
+     " --job.config_file job.toml?"),
     (["verify", "--queues", "999999999999999999", "{trace}"],
      "--queues: 999999999999999999 is beyond C's int: no Q HIP reads"),
     (["verify", "--quees", "4", "{trace}"],

@@ -336,6 +336,11 @@ def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
          "compile.disable_passes"),
         (b"parallelism.tensor-parallel-degree = 2",
          "parallelism.tensor-parallel-degree", "parallelism.tensor_parallel_degree"),
+        # A shorthand (issue #37: was a Q that counted no TP, without a word)
+        (b"[parallelism]\ntp = 2", "parallelism.tp",
+         "parallelism.tensor_parallel_degree"),
+        (b"[parallelism]\ndp_shard = 2", "parallelism.dp_shard",
+         "parallelism.data_parallel_shard_degree"),
         (b"[paralelism]\nx = 1", "[paralelism]", "[parallelism]"),
         (b"[compiles]\nx = 1", "[compiles]", "[compile]"),
     ],
