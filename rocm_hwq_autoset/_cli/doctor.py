@@ -36,6 +36,7 @@ from ._common import (
     Reading,
     add_options,
     hook_words,
+    misspelt_variables,
     rocm,
     training_environ,
 )
@@ -276,6 +277,8 @@ def environment_checks(training: Sequence[str]) -> list[Row]:
     _, timeout_problem = timeout(os.environ)
     if timeout_problem:
         checks.append(Row("FAIL", TIMEOUT, timeout_problem))
+    checks += [Row("FAIL", slip.partition("=")[0], slip.partition("=")[2])
+               for slip in misspelt_variables(os.environ)]  # fmt: skip
     setting = QueuesSetting(os.environ)
     usable = setting.explicit is None or setting.problem is None
     checks.append(Row("ok" if usable else "FAIL", QUEUES, setting.describe()))

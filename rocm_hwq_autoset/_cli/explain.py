@@ -28,6 +28,7 @@ from ._common import (
     Reading,
     add_options,
     hook_words,
+    misspelt_variables,
     rocm,
     training_environ,
 )
@@ -86,6 +87,8 @@ ALWAYS = {
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     """The report, the JSON or the export; ``ConfigError`` for what cannot be
     read (the dispatcher says it)."""
+    for slip in misspelt_variables(os.environ):
+        write_stderr(f"{PROG}: warning: {slip}\n")
     setting = QueuesSetting(os.environ)
     explicit = setting.explicit
     if opts.export and explicit is not None and setting.problem is not None:

@@ -634,3 +634,22 @@ def test_the_installed_files_are_the_distributions(
 
     monkeypatch.setattr(metadata, "distribution", none)
     assert _doctor.installed_file("rocm_hwq_autoset.pth") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [("rocm_hwq_autoset", "ROCM_HWQ_AUTOSET"), ("ROCM_HWQ_AUTSET", "ROCM_HWQ_AUTOSET"),
+     ("GPU_MAX_HW_QUEUE", "GPU_MAX_HW_QUEUES")],
+)  # fmt: skip
+def test_a_misspelt_variable_is_named_by_doctor_and_explain(
+    name: str, meant: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue #37: ``ROCM_HWQ_AUTSET=0`` opts nothing out, and neither command
+    said a word: doctor fails on it, explain warns."""
+    monkeypatch.setenv(name, "0")
+    said = f"'0' is set, but nothing reads it: did you mean {meant}?"
+    code, flat = doctor(capsys)
+    assert code == 1 and f"FAIL {name} {said}" in flat
+    assert main(["explain", "--json"]) == 0
+    assert capsys.readouterr().err == f"rocm-hwq-autoset: warning: {name}={said}\n"
