@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import site
 import sys
 import textwrap
@@ -379,9 +380,57 @@ def cache_checks() -> list[Row]:
     return [Row("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
 
 
+#: What the ``python`` on ``PATH`` is asked: its interpreter, its version, and
+#: whether a site directory it processes holds the ``.pth`` (as ``site`` runs).
+_TRAINING_PYTHON_PROBE = (
+    "import os, site, sys\n"
+    "dirs = site.getsitepackages()"
+    " + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])\n"
+    "print(sys.prefix); print(sys.version.split()[0])\n"
+    f"print(any(os.path.isfile(os.path.join(d, {PTH!r})) for d in dirs))\n"
+)
+
+
+def training_python_check() -> Row:
+    """The Python that will train: the first ``python`` on ``PATH``, which
+    ``python -m torchtitan.train`` and torchrun's workers run. Where it is
+    another interpreter than this one (an activated venv without the package,
+    this command from another venv on ``PATH``), whether ``site`` runs the
+    hook there (was: "healthy", for the other venv)."""
+    import shutil
+    import subprocess
+
+    topic = "python on PATH"
+    found = shutil.which("python")
+    if found is None:
+        return Row("note", topic, "none: the training's interpreter is not checked")
+    here = f"{unbroken(found)}: this interpreter"
+    if _same(os.path.dirname(found), os.path.dirname(sys.executable)):
+        return Row("ok", topic, here)  # a venv's python links out of it: not realpath
+    try:
+        done = subprocess.run(
+            [found, "-c", _TRAINING_PYTHON_PROBE], capture_output=True, text=True,
+            timeout=30, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        prefix, version, has_pth = done.stdout.split("\n")[:3]
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return Row("FAIL", topic, f"{found}: cannot be asked ({exc})")
+    if _same(prefix, sys.prefix):
+        return Row("ok", topic, here)
+    if has_pth == "True":
+        return Row("ok", topic, f"{unbroken(found)} ({version}): {PTH} in its site")
+    return Row(
+        "FAIL", topic,
+        f"{unbroken(found)} ({version}) is another Python, without {PTH}: the"
+        " training it runs (python -m torchtitan.train, torchrun) has no hook;"
+        f" install it there: {shlex.quote(found)} -m pip install {DISTRIBUTION}",
+    )  # fmt: skip
+
+
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
         Row("note", "python", f"{unbroken(sys.executable)} ({sys.version.split()[0]})"),
+        training_python_check(),
         *startup_file_checks(),
         *([] if sys.flags.no_site else [gate_check()]),
         *environment_checks(opts.training),
