@@ -83,7 +83,10 @@ def internal_error(exc: BaseException) -> str:
 #: to do, said only in verbose mode. ``warning``: nothing set (or an explicit
 #: value kept) because of an input that is wrong; one line per node. ``note``:
 #: what the launch is doing (a long wait), one line per node; no decision.
-SET, SKIP, WARNING, NOTE = "set", "skip", "warning", "note"
+#: ``detail``: what the launch does on its way (the cache not used, a check's
+#: own trouble), said only in verbose mode, and never as "nothing to do" (was
+#: a skip's line, then Q set: issue #37).
+SET, SKIP, WARNING, NOTE, DETAIL = "set", "skip", "warning", "note", "detail"
 
 
 class Outcome:
@@ -127,18 +130,19 @@ class Outcome:
     def line(self, environ: Mapping[str, str]) -> str | None:
         """The line a process with ``environ`` says for it, prefix and newline
         included, or None when it says nothing: by default once per node (the
-        launcher, or local rank 0) and never for a skip; every rank and every
-        skip in verbose mode; nothing when quiet. In verbose mode a
-        recommendation's line is followed by one line for each stream the
-        model leaves out that the config turns on (:func:`left_out_lines`)."""
+        launcher, or local rank 0) and never for a skip or a detail; every
+        rank and every skip or detail in verbose mode; nothing when quiet. In
+        verbose mode a recommendation's line is followed by one line for each
+        stream the model leaves out that the config turns on
+        (:func:`left_out_lines`)."""
         level, _ = log_level(environ)
         if level == QUIET:
             return None
-        if level != VERBOSE and (self.level == SKIP or not prints_for_node(environ)):
+        quiet_by_default = self.level in (SKIP, DETAIL)
+        if level != VERBOSE and (quiet_by_default or not prints_for_node(environ)):
             return None
-        lead = {SET: "", NOTE: "", SKIP: "nothing to do: ", WARNING: "warning: "}[
-            self.level
-        ]
+        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
+                WARNING: "warning: "}[self.level]  # fmt: skip
         said = PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
         if level == VERBOSE and self.rec is not None:
             said += "".join(left_out_lines(self.rec))

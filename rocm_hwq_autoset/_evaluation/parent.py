@@ -56,7 +56,7 @@ from typing import Any
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import (
-    SKIP,
+    DETAIL,
     WARNING,
     Outcome,
     conclude,
@@ -286,7 +286,7 @@ def start(launch: Launch, apply: Apply) -> None:
     if found.switch_error is not None:
         apply(Outcome(WARNING, str(found.switch_error), "the cache is not used"))
     if found.no_cache:
-        apply(Outcome(SKIP, f"cache: {found.no_cache}"))
+        apply(Outcome(DETAIL, f"cache: {found.no_cache}", "evaluating without it"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
         outcome = conclude(environ, launch, found.hit.config, cached=True)
@@ -298,7 +298,7 @@ def start(launch: Launch, apply: Apply) -> None:
                 Waiter(launch, apply, outcome=outcome, check=check).install()
         return
     if found.cache is not None:
-        apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
+        apply(Outcome(DETAIL, f"cache: {found.missed}; evaluating"))
     if found.evaluation is None:
         assert found.error is not None
         apply(failed(MODULE_FORM, found.error))
@@ -330,7 +330,7 @@ def start_check(
         child = Child(interpreter_of(launch, environ), options, launch.args,
                       environ, say=level != QUIET)  # fmt: skip
     except Exception as exc:
-        apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
+        apply(Outcome(DETAIL, f"cache: the background check cannot start: {exc}",
                       "the cached value stays"))  # fmt: skip
         return None
     with contextlib.suppress(OSError):  # idle from its first instruction on

@@ -120,7 +120,7 @@ def test_start_with_no_entry_starts_the_child_and_waits_later(
     launch = pending()
     said, _, argv = starting(launch)
     assert [(o.level, o.message) for o in said] == [
-        ("skip", "cache: no entry; evaluating")
+        ("detail", "cache: no entry; evaluating")
     ]
     cache_key = launch_key(pending(), os.environ)
     assert argv[:7] == ["--parent", str(os.getpid()), "--cache",
@@ -249,7 +249,7 @@ def test_a_check_that_cannot_start_leaves_the_cached_value(
     fds = sorted(os.listdir("/proc/self/fd"))
     said, check, _ = starting(pending())
     assert check is None
-    assert [(o.level, o.queues) for o in said] == [("set", 8), ("skip", None)]
+    assert [(o.level, o.queues) for o in said] == [("set", 8), ("detail", None)]
     assert said[1].message == (
         "cache: the background check cannot start: [Errno 11] Resource temporarily"
         " unavailable; the cached value stays"
@@ -343,7 +343,7 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
          [("warning", "ROCM_HWQ_AUTOSET_CACHE='bogus' is not 1/on/true/yes/auto"
            " (on), 0/off/false/no (off); the cache is not used")]),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "{tmp}/file"},
-         [("skip", "cache: {tmp}/file: Not a directory")]),
+         [("detail", "cache: {tmp}/file: Not a directory; evaluating without it")]),
     ],
 )  # fmt: skip
 def test_start_without_a_cache_evaluates_without_one(

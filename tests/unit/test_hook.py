@@ -626,3 +626,19 @@ def test_a_worker_names_them_from_its_launchers_inputs(
         "rocm-hwq-autoset: nothing to do: GPU_MAX_HW_QUEUES=8 from the launcher's"
         " --module evaluation\n"
     )
+
+
+def test_a_detail_is_said_in_verbose_mode_only_and_never_as_nothing_to_do() -> None:
+    """Issue #37: a cache folder of mode 777, verbose, said "nothing to do:
+    cache ... not used", then Q was set. What the launch does on its way is a
+    detail: no "nothing to do"."""
+    detail = _decision.Outcome(
+        _decision.DETAIL,
+        "cache: /c: writable by its group or others; not used",
+        "evaluating without it",
+    )
+    assert detail.line({}) is None
+    assert detail.line({"ROCM_HWQ_AUTOSET_LOG": "verbose"}) == (
+        "rocm-hwq-autoset: cache: /c: writable by its group or others; not used;"
+        " evaluating without it\n"
+    )
