@@ -294,13 +294,14 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
         inputs = None
         if INPUTS in environ:
             inputs = decode_inputs(environ[INPUTS])
+        if size is None or inputs is None:
+            return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
+        rec = Recommendation(inputs, size)  # ConfigError: torchtitan refuses it
     except ConfigError as exc:
         return Outcome(
             WARNING, str(exc.within(INPUTS)), f"{QUEUES}={value} kept from the launcher"
         )
-    if size is None or inputs is None:
-        return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
-    return _value(environ, Recommendation(inputs, size), MODULE_FORM)
+    return _value(environ, rec, MODULE_FORM)
 
 
 def _value(

@@ -406,6 +406,7 @@ class Waiter:
             self._need(environ, during)
         except BaseException as exc:
             if is_foreign(exc):  # its traceback shows where it came, not our wait
+                hide_our_frames(exc)
                 raise exc.with_traceback(None)  # noqa: B904 - the same one, as it was
 
     def _need(self, environ: MutableMapping[str, str] | None, during: str) -> None:
@@ -478,6 +479,43 @@ class Waiter:
         one that answered may first store its answer, for a bounded time)."""
         if os.getpid() == self.owner:
             self.abandoned = True
+
+
+#: The package's folder: a traceback's frames in it are the wait's, not the
+#: program's.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def hide_our_frames(exc: BaseException) -> None:
+    """Where ``exc`` (Ctrl-C, a signal handler's exception raised while the
+    process waited) ends the program, its traceback is printed as it would be
+    without the hook: ending in the program's own frame (its import, its
+    process start), none of the package's after it (was: the audit hook's and
+    the wait's frames, issue #37). A raise always adds its own frame, so they
+    are cut where Python prints it: ``sys.excepthook``, wrapped once for this
+    exception alone, the program's own hook called with the rest."""
+    previous = sys.excepthook
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if value is exc:
+            tb = _without_ours(tb)
+            value.__traceback__ = tb
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+
+
+def _without_ours(tb: Any) -> Any:
+    """The traceback ``tb`` cut before its first frame of the package's."""
+    first, before = tb, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIR):
+            if before is None:
+                return None
+            before.tb_next = None
+            return first
+        before, tb = tb, tb.tb_next
+    return first
 
 
 def is_foreign(exc: BaseException) -> bool:

@@ -817,7 +817,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 REPORT = """\
 config              job.toml
-world size          8
+world size          1
 
 GPU streams counted:
   compute           always: the step's own kernels
@@ -877,7 +877,7 @@ def test_the_report_in_full(here: Path, capsys: pytest.CaptureFixture[str]) -> N
     TOML era's compile.passes shown because it was set; lists as TOML writes
     them; the environment's rows."""
     code, out, err = explain(
-        capsys, "--job.config_file", "job.toml", "--world-size", "8",
+        capsys, "--job.config_file", "job.toml", "--world-size", "1",
         "--parallelism.data_parallel_shard_degree", "1", "--compile.enable_passes",
         "--compile.disable_passes", "a,b", "--compile.passes", "cudagraph",
     )  # fmt: skip

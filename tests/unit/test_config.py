@@ -96,7 +96,6 @@ def test_defaults_are_torchtitans() -> None:
         (16, 8, 1, 1, True),
         (16, 4, 2, 2, False),
         (32, 8, 4, 1, False),  # 32 // 32
-        (4, 8, 1, 1, False),  # 4 // 8 == 0
     ],
 )
 def test_dp_shard_minus_one_resolves_like_parallel_dims(
@@ -118,9 +117,31 @@ def test_dp_shard_minus_one_resolves_like_parallel_dims(
 
 def test_explicit_dp_shard_ignores_world_size() -> None:
     config = {"parallelism": {"data_parallel_shard_degree": 1}}
-    assert not recommend(config, world_size=64).facts["fsdp"]
+    assert not recommend(config, world_size=1).facts["fsdp"]
     config = {"parallelism": {"data_parallel_shard_degree": 4}}
     assert recommend(config, world_size=4).facts["fsdp"]
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "world", "shard"),
+    [
+        ({"data_parallel_shard_degree": 8}, 4, 8),  # issue #37's --world-size 4
+        ({"tensor_parallel_degree": 16}, 8, 0),  # WORLD_SIZE=8 with TP 16
+        ({"data_parallel_shard_degree": 1}, 64, 1),
+        ({"tensor_parallel_degree": 4}, 6, 1),  # 6 // 4 = 1; 1 * 4 != 6
+    ],
+)
+def test_degrees_torchtitan_refuses_for_the_world_size(
+    parallelism: dict[str, int], world: int, shard: int
+) -> None:
+    """Was: a Q, and no word, for a job torchtitan's ``ParallelDims`` refuses."""
+    tp = parallelism.get("tensor_parallel_degree", 1)
+    with pytest.raises(ConfigError) as refused:
+        recommend({"parallelism": parallelism}, world_size=world)
+    assert str(refused.value) == (
+        f"WORLD_SIZE: dp_replicate(1) * dp_shard({shard}) * cp(1) * tp({tp}) *"
+        f" pp(1) is not {world} ranks: torchtitan's ParallelDims refuses the job"
+    )
 
 
 @pytest.mark.parametrize(
