@@ -422,7 +422,8 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
             i += 1
         else:
             raise ConfigError("expects a value", flag)
-        if i < len(args) and not is_option(args[i]):  # tyro takes one token
+        stray = i < len(args) and not is_option(args[i])
+        if stray and FIELDS[key][0] != "list":  # tyro takes one token for these
             raise ConfigError(
                 f"takes one value; {args[i]!r} after {raw!r} is one too many"
                 " (torchtitan refuses it)",
