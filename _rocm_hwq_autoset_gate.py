@@ -127,7 +127,7 @@ def start() -> None:
                 level = os.environ.get("ROCM_HWQ_AUTOSET_LOG", "")
                 if level.strip().lower() == "verbose" and not _said:
                     _said.append(True)  # site may run the .pth line twice
-                    _write(
+                    write_line(
                         sys.stderr,
                         f"{PROG}: warning: {unimportable(exc)};"
                         " GPU_MAX_HW_QUEUES left unset\n",
@@ -162,10 +162,10 @@ def main() -> int:
         if "--json" in names:
             import json
 
-            _write(sys.stdout, json.dumps({"error": message}) + "\n")
+            write_line(sys.stdout, json.dumps({"error": message}) + "\n")
         elif "--export" in names:
-            _write(sys.stdout, "false\n")
-        _write(sys.stderr, f"{PROG}: error: {message}\n")
+            write_line(sys.stdout, "false\n")
+        write_line(sys.stderr, f"{PROG}: error: {message}\n")
         return 2
     return cli()
 
@@ -220,11 +220,32 @@ def reinstall() -> "tuple[str, str]":
     return f" (installed from {source})", f"{again} {shlex.quote(source)}"
 
 
-def _write(stream: "TextIO | None", text: str) -> None:
-    """``text`` on a stream that may be closed (None) or refuse it."""
+def write_line(stream: "TextIO | None", text: str) -> None:
+    """``text`` on a stream that may be closed (None) or refuse it, written
+    whole or not at all: a text stream's buffer keeps what it could not write,
+    and Python flushes it again at exit, where failing makes the exit status
+    120 (stderr on a full disk). So the stream's own pending text is flushed
+    first (its order kept), and ``text`` goes straight to its descriptor; a
+    stream without one (a test's) takes it as any text."""
+    if stream is None:
+        return
     try:
-        if stream is not None:
+        fd = stream.fileno()
+    except Exception:  # no descriptor: io.StringIO, pytest's capture ...
+        fd = -1
+    try:
+        if fd < 0:
             stream.write(text)
             stream.flush()
+            return
+        # The program's own text first; its failure is its own. (contextlib
+        # is not loaded at start-up.)
+        try:  # noqa: SIM105
+            stream.flush()
+        except Exception:
+            pass
+        data = text.encode(stream.encoding or "utf-8", "backslashreplace")
+        while data:
+            data = data[os.write(fd, data) :]
     except Exception:
         pass

@@ -150,15 +150,10 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
     """The outcome's line on stderr, if a process with ``environ`` says one
     (``Outcome.line``: once per node by default)."""
     line = outcome.line(environ)
-    if line is None:
-        return
-    try:
-        stream = sys.stderr
-        if stream is not None:
-            stream.write(line)
-            stream.flush()
-    except Exception:  # a closed or broken stderr must not break start-up
-        pass
+    if line is not None:  # whole or not at all, never left pending (the gate's)
+        from _rocm_hwq_autoset_gate import write_line
+
+        write_line(sys.stderr, line)
 
 
 def _detect() -> tuple[bool, str]:

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .._argv import Launch
 from .._environ import SWITCH
@@ -150,6 +150,7 @@ class Child:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 pass_fds=(fd,) if fd >= 0 else (),
+                preexec_fn=dies_with_this_process(),
             )
         finally:
             if fd >= 0:
@@ -237,6 +238,35 @@ class Child:
                     pipe.close()
 
 
+def dies_with_this_process() -> Callable[[], None] | None:
+    """The child's first step, run between ``fork`` and ``exec``: the kernel
+    is asked to SIGKILL it when this process (the thread that starts it) ends,
+    before it runs a line of its own, so that a child stopped (SIGSTOP, a
+    debugger) before its :func:`watch` begins, or one that never reaches it,
+    does not outlive this process holding its pipes (SIGKILL ends a stopped
+    process too); one whose parent ended before the request ends at once.
+    None where that cannot be asked (not Linux, no ``prctl``): the child's
+    :func:`watch` is then its only guard. The C function is found here, before
+    the fork: the step itself only calls it (``fork`` copies no other thread,
+    and no lock is taken)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None).prctl
+    except Exception:  # no prctl: the child's watch alone
+        return None
+    parent, request, signum = os.getpid(), PR_SET_PDEATHSIG, int(signal.SIGKILL)
+
+    def first_step() -> None:
+        prctl(request, signum)
+        if os.getppid() != parent:  # it ended before the request
+            os._exit(1)
+
+    return first_step
+
+
 def _copy_of_stderr() -> int:
     """A descriptor for this process's stderr, for the child's line; -1 when
     there is none."""
@@ -274,6 +304,7 @@ def _reap(child: int) -> None:
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us
     os.dup2(quiet, 2)
+    _close_all_but_stdio()  # nor a pipe of the launcher's (``--say``)
     signal.signal(signal.SIGTERM, lambda signum, frame: end_group())
     _die_with(child, signal.SIGTERM)
     try:
@@ -282,6 +313,19 @@ def _reap(child: int) -> None:
     except OSError:
         pass
     end_group()
+
+
+def _close_all_but_stdio() -> None:
+    """Close every descriptor above 2 (``/proc/self/fd`` lists them: a loop up
+    to the limit of open files may take a million calls)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    for name in names:
+        if int(name) > 2:
+            with contextlib.suppress(OSError):  # the listing's own, closed
+                os.close(int(name))
 
 
 def _die_with(parent: int, signum: int) -> None:

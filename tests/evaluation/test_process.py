@@ -330,6 +330,39 @@ def test_the_child_never_outlives_its_parent(
     assert _gone_within([child["pid"], child["grandchild"]], 1.5)
 
 
+#: The parent stops its child at once, before the child's interpreter reaches
+#: its watch, and dies: nothing the child runs could ask for its end.
+STOPPED = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+process.CHILD = "tests.fake_child"
+from rocm_hwq_autoset._argv import Launch
+child = parent.Evaluation(Launch("--module", {args!r}, False), dict(os.environ)).child
+os.kill(child.pid, signal.SIGSTOP)
+print(child.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_child_stopped_before_its_watch_never_outlives_its_parent(
+    fake_child: dict[str, str],
+) -> None:
+    """Its end is asked of the kernel before it runs (issue #36: it lived on,
+    stopped, under pid 1, holding the launcher's pipes)."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60")
+    code = STOPPED.format(root=str(ROOT), args=ARGS)
+    done = subprocess.run([sys.executable, "-c", code], env=environ, timeout=30,
+                          capture_output=True, text=True)  # fmt: skip
+    pid = int(done.stdout)
+    try:
+        assert _gone_within([pid], 1.5), _state(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 class Flags:
     """``sys.flags`` as a test sets it."""
 

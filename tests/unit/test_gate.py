@@ -5,6 +5,7 @@ other and with the launch the hook finds (``_argv.find_launch``)."""
 from __future__ import annotations
 
 import importlib.abc
+import io
 import json
 import os
 import subprocess
@@ -508,3 +509,26 @@ def test_the_console_script_is_the_gate_modules() -> None:
 
     project = parse_toml((ROOT / "pyproject.toml").read_bytes())["project"]
     assert project["scripts"] == {"rocm-hwq-autoset": "_rocm_hwq_autoset_gate:main"}
+
+
+def test_a_line_that_cannot_be_written_leaves_nothing_pending() -> None:
+    """stderr on a full disk (``2>/dev/full``, buffered as Python buffers it
+    without ``PYTHONUNBUFFERED``): the line is lost, and nothing stays in the
+    stream for Python to fail on at exit (the training exited 120, not 0:
+    issue #36)."""
+    import _rocm_hwq_autoset_gate as gate
+
+    with io.TextIOWrapper(open("/dev/full", "wb"), line_buffering=True) as stream:
+        gate.write_line(stream, "rocm-hwq-autoset: a line\n")
+        stream.flush()  # what Python does at exit: nothing left to fail
+
+
+def test_a_line_comes_after_the_programs_own_text_whole() -> None:
+    import _rocm_hwq_autoset_gate as gate
+
+    read, write = os.pipe()
+    with io.TextIOWrapper(open(write, "wb"), line_buffering=True) as stream:
+        stream.write("the program's own, ")
+        gate.write_line(stream, "then ours: é\n")
+    with open(read, "rb") as pipe:
+        assert pipe.read() == "the program's own, then ours: é\n".encode()

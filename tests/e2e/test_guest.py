@@ -1,0 +1,110 @@
+"""The guest contract (docs/design.md): whatever a program's own code can
+observe is as without the package, but the value. Each case runs the probe
+(tests/e2e/guest.py) with the hook on and off under one hostile condition, in
+the cheapest launch form that exercises it, and compares field by field."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..helpers import Venv
+from .guest import Guest, differences
+
+#: One worker builds the venvs and runs every test that uses them.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
+
+
+def _umask_000() -> None:
+    os.umask(0)
+
+
+def _signals() -> None:
+    """A job started with SIGTERM ignored (``nohup``-like) and SIGUSR2
+    blocked, as a supervisor may leave them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+
+
+#: name: (launch form, run options, whether the on run gets a value).
+CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "script": ("script", {}, True),
+    "module": ("module", {}, True),
+    "torchrun": ("torchrun", {}, True),
+    "script exit 3": ("script", {"do": "exit=3"}, True),
+    "module ends by SIGTERM": ("module", {"do": "signal"}, True),
+    "script stderr full": ("script", {"stderr": "full", "do": "silent"}, True),
+    "module stderr full": ("module", {"stderr": "full", "do": "silent"}, True),
+    "torchrun stderr full": ("torchrun", {"stderr": "full", "do": "silent"}, True),
+    "script stdout full": ("script", {"stdout": "full", "do": "silent"}, True),
+    "module stdout full": ("module", {"stdout": "full", "do": "silent"}, True),
+    "module stderr closed": ("module", {"stderr": "closed"}, True),
+    "module stdout closed": ("module", {"stdout": "closed"}, True),
+    "module stdin closed": ("module", {"stdin": "closed"}, True),
+    "torchrun stdio closed": ("torchrun", {"stdin": "closed", "stderr": "closed"},
+                              True),
+    "module no home": ("module", {"env": {"HOME": None,
+                                          "ROCM_HWQ_AUTOSET_CACHE_DIR": None}}, True),
+    "module umask 000": ("module", {"prepare": _umask_000}, True),
+    "module signals": ("module", {"prepare": _signals}, True),
+    "torchrun signals": ("torchrun", {"prepare": _signals}, True),
+    "module TMPDIR not there": ("module", {"env": {"TMPDIR": "/nonexistent/t m p"}},
+                                True),
+    "module read-only cwd": ("module", {"readonly": True}, True),
+    "launcher killed": ("torchrun", {"do": "kill"}, False),
+    "child stopped, launcher killed": ("torchrun", {"do": "stopkill"}, False),
+    "check stopped, launcher killed": ("torchrun", {"do": "stopkill", "warm": True},
+                                       False),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def venv(venvs: Callable[..., Venv]) -> Venv:
+    return venvs("3.12")
+
+
+def read_only(guest: Guest) -> tuple[str, ...]:
+    """What makes the working directory read-only for the run: its mode
+    (0555) where that binds, a read-only bind mount of it in a mount namespace
+    of the run's own for root, whom modes do not bind."""
+    if os.geteuid() != 0:
+        guest.work.chmod(0o555)
+        return ()
+    if shutil.which("unshare") is None:
+        pytest.skip("root, and no unshare(1) to mount the folder read-only")
+    mount = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    return ("unshare", "-m", "--propagation", "private", "sh", "-c", mount,
+            str(guest.work))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_program_observes_what_it_would_without_the_hook(
+    name: str, venv: Venv, tmp_path: Path
+) -> None:
+    form, options, valued = CASES[name]
+    options = dict(options)
+    guest = Guest(tmp_path, venv)
+    if options.pop("readonly", False):
+        options["prefix"] = read_only(guest)
+    warm = options.pop("warm", False)
+    env = options.pop("env", {})
+    runs = {}
+    try:
+        for on in (False, True):
+            if warm:
+                guest.run(form, on=on)  # a first launch fills the cache
+            runs[on] = guest.run(form, on=on, env=env, **options)
+    finally:
+        guest.work.chmod(0o755)
+    diff = differences(runs[False], runs[True])
+    assert not diff, f"what the program observed, hook off and on:\n{diff}"
+    records = runs[True]["records"]
+    if valued:
+        ranks = [r for role, r in records.items() if role != "launcher"]
+        assert ranks and all(r["queues"] for r in ranks), runs[True]
