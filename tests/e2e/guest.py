@@ -73,6 +73,12 @@ def descriptors():
         found[str(fd)] = [target, stat.S_IFMT(mode), inheritable]
     return found
 
+def save(role, record):
+    out = os.path.join(os.environ["PROBE_OUT"], role + ".json")
+    with open(out + ".part", "w") as f:
+        json.dump(record, f)
+    os.rename(out + ".part", out)
+
 def children():
     kids = []
     for task in os.listdir("/proc/self/task"):
@@ -94,6 +100,17 @@ record["signals"] = {s.name: disposition(signal.getsignal(s)) for s in signal.Si
 record["blocked"] = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
 record["fds"] = descriptors()
 record["tasks"] = len(os.listdir("/proc/self/task"))  # its threads, C's too
+# A copy of itself made by fork (before any thread of its own) sees what it
+# holds, and ends.
+copy = os.fork()
+if copy == 0:
+    save(ROLE + "-fork", {"fds": descriptors(), "env": record["env"],
+                          "modules": [], "queues": None})
+    os._exit(0)
+try:
+    record["fork"] = os.waitstatus_to_exitcode(os.waitpid(copy, 0)[1])
+except ChildProcessError:  # SIGCHLD ignored: reaped by the kernel
+    record["fork"] = "reaped"
 record["stdio"] = [None if s is None else [s.encoding, s.errors, s.line_buffering]
                    for s in (sys.stdin, sys.stdout, sys.stderr)]
 # Its own temporary folder, after it names one.
@@ -120,10 +137,8 @@ record["modules"] = sorted(sys.modules)
 record["stdlib"] = [m for m in record["modules"]
                     if m.partition(".")[0] in sys.stdlib_module_names]
 record["children"] = len(children())
-out = os.path.join(os.environ["PROBE_OUT"], ROLE + ".json")
-with open(out + ".part", "w") as f:
-    json.dump(record, f)
-os.rename(out + ".part", out)
+
+save(ROLE, record)
 status = int(DO.get("exit", "0"))
 if ROLE == "launcher":
     if "stopkill" in DO or "kill" in DO:
