@@ -9,6 +9,10 @@ session of its own, so that ending its group ends everything it started; read
 line by line until a deadline; ended and reaped within a bound, at exit at the
 latest; let go of in a copy of the parent made by ``os.fork``.
 
+Between the two, the child's first step, before ``exec``: the kernel is asked
+to kill it at the parent's end (:func:`dies_with_this_process`), so that no
+child outlives its parent, stopped or not, before its own watch begins.
+
 The child's side: :func:`watch` the parent (the child ends, with everything it
 started, as soon as the parent is gone, whatever ended it), drop to the
 :func:`lowest_priority`, and take a node's lock (:func:`node_lock`).
