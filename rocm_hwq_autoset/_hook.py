@@ -37,7 +37,7 @@ from ._model import encode_inputs
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, MutableMapping, Sequence
-    from typing import Any
+    from typing import Any, TextIO
 
     from ._model import Recommendation
 
@@ -150,10 +150,22 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
     """The outcome's line on stderr, if a process with ``environ`` says one
     (``Outcome.line``: once per node by default)."""
     line = outcome.line(environ)
-    if line is not None:  # whole or not at all, never left pending (the gate's)
+    if line is None:
+        return
+    try:  # whole or not at all, never left pending: the gate's rule
         from _rocm_hwq_autoset_gate import write_line
+    except ImportError:  # an editable install's older copy (doctor FAILs it)
+        write_line = _write_plainly
+    write_line(sys.stderr, line)
 
-        write_line(sys.stderr, line)
+
+def _write_plainly(stream: TextIO | None, text: str) -> None:
+    try:
+        if stream is not None:
+            stream.write(text)
+            stream.flush()
+    except Exception:  # a closed or broken stderr must not break start-up
+        pass
 
 
 def _detect() -> tuple[bool, str]:

@@ -138,7 +138,8 @@ class Child:
         """Seconds it may go on at this process's exit (to store an answer)."""
         self._buffer = b""
         self._eof = False
-        fd = _copy_of_stderr() if say else -1
+        held = _hold_stdio()
+        fd = _copy_of_stderr() if say and 2 not in held else -1
         if fd >= 0:
             options = [*options, "--say", str(fd)]
         command = child_command(interpreter, *options)
@@ -157,8 +158,8 @@ class Child:
                 preexec_fn=dies_with_this_process(),
             )
         finally:
-            if fd >= 0:
-                os.close(fd)
+            for own in (*held, fd) if fd >= 0 else held:
+                os.close(own)
         os.register_at_fork(after_in_child=self.let_go)
         atexit.register(self.at_exit)
 
@@ -269,6 +270,24 @@ def dies_with_this_process() -> Callable[[], None] | None:
             os._exit(1)
 
     return first_step
+
+
+def _hold_stdio() -> list[int]:
+    """Each of the descriptors 0, 1 and 2 this process has closed, held on
+    ``/dev/null`` (never inherited) while the child starts, so that none of its
+    pipes takes a stdio number: a program with stderr closed would find a pipe
+    of ours on 2 (C code's ``stderr``) and its own next file on another number
+    than without the package. The caller closes them once the pipes are made."""
+    held: list[int] = []
+    try:
+        while True:
+            fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            if fd > 2:
+                os.close(fd)
+                return held
+            held.append(fd)
+    except OSError:  # no /dev/null, no descriptor left: as it is
+        return held
 
 
 def _copy_of_stderr() -> int:

@@ -52,6 +52,10 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
     "module stderr closed": ("module", {"stderr": "closed"}, True),
     "module stdout closed": ("module", {"stdout": "closed"}, True),
     "module stdin closed": ("module", {"stdin": "closed"}, True),
+    "module stdio closed": (
+        "module", {"stdin": "closed", "stdout": "closed", "stderr": "closed"}, True),
+    "module stdin closed, a cached answer checked": (
+        "module", {"stdin": "closed", "warm": True}, True),
     "torchrun stdio closed": ("torchrun", {"stdin": "closed", "stderr": "closed"},
                               True),
     "module no home": ("module", {"env": {"HOME": None,
@@ -63,6 +67,14 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
     "module TMPDIR not there": ("module", {"env": {"TMPDIR": "/nonexistent/t m p"}},
                                 True),
     "module read-only cwd": ("module", {"readonly": True}, True),
+    "module, a cached answer checked": ("module", {"warm": True}, True),
+    "torchrun, a cached answer checked": ("torchrun", {"warm": True}, True),
+    "module warnings are errors, dev mode": (
+        "module", {"env": {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}}, True),
+    "torchrun warnings are errors, dev mode": (
+        "torchrun", {"env": {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}}, True),
+    "script ASCII stdio, C locale": (
+        "script", {"env": {"PYTHONIOENCODING": "ascii", "LC_ALL": "C"}}, True),
     "launcher killed": ("torchrun", {"do": "kill"}, False),
     "child stopped, launcher killed": ("torchrun", {"do": "stopkill"}, False),
     "check stopped, launcher killed": ("torchrun", {"do": "stopkill", "warm": True},
