@@ -253,7 +253,10 @@ def dies_with_this_process() -> Callable[[], None] | None:
     None where that cannot be asked (not Linux, no ``prctl``): the child's
     :func:`watch` is then its only guard. The C function is found here, before
     the fork: the step itself only calls it (``fork`` copies no other thread,
-    and no lock is taken)."""
+    and no lock is taken). With a step to run, ``subprocess`` forks rather
+    than ``vfork``s, and runs the process's at-fork handlers around it (in the
+    child, before ``exec``): at interpreter start, where the package starts its
+    children, only those of the standard library and of ``.pth`` files."""
     if not sys.platform.startswith("linux"):
         return None
     try:
