@@ -1,7 +1,7 @@
 """The guest contract as a differential test: a probe program, run once with
 the hook on and once with it off (``ROCM_HWQ_AUTOSET=0``) under the same
 conditions, records what its own code can observe; the two records must be
-equal but for the differences :data:`ALLOWED` names (docs/design.md, "The
+equal but for the differences :func:`allowed` names (docs/design.md, "The
 guest contract").
 
 The probe is one program in three launch forms: a script with a
@@ -253,7 +253,7 @@ class Guest:
         form: str,
         *,
         on: bool,
-        env: Mapping[str, str | None] = {},
+        env: Mapping[str, str | None] | None = None,
         do: str = "",
         stdout: str = "pipe",
         stderr: str = "pipe",
@@ -270,7 +270,7 @@ class Guest:
         out = self.root / f"records-{self.runs}"
         out.mkdir()
         full = self.env(PROBE_OUT=str(out), PROBE_DO=do)
-        for name, value in env.items():
+        for name, value in (env or {}).items():
             if value is None:
                 full.pop(name, None)
             else:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ..helpers import Venv
+from ..helpers import Venv, missing
 from .guest import Guest, differences
 
 #: One worker builds the venvs and runs every test that uses them.
@@ -58,6 +58,8 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
         "module", {"stdin": "closed", "warm": True}, True),
     "torchrun stdio closed": ("torchrun", {"stdin": "closed", "stderr": "closed"},
                               True),
+    # No HOME: the passwd entry's home (a uid with none, where the cache falls
+    # back to the temporary folder, needs a user the test cannot make).
     "module no home": ("module", {"env": {"HOME": None,
                                           "ROCM_HWQ_AUTOSET_CACHE_DIR": None}}, True),
     "module umask 000": ("module", {"prepare": _umask_000}, True),
@@ -95,12 +97,13 @@ def read_only(guest: Guest) -> tuple[str, ...]:
         guest.work.chmod(0o555)
         return ()
     if shutil.which("unshare") is None:
-        pytest.skip("root, and no unshare(1) to mount the folder read-only")
+        missing("root, and no unshare(1) to mount the folder read-only")
     mount = 'mount --bind -o ro "$0" "$0" && exec "$@"'
     return ("unshare", "-m", "--propagation", "private", "sh", "-c", mount,
             str(guest.work))  # fmt: skip
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_program_observes_what_it_would_without_the_hook(
     name: str, venv: Venv, tmp_path: Path
