@@ -40,6 +40,7 @@ from .._environ import (
     NAME,
     ORIGIN,
     QUEUES,
+    WORLD_SIZE,
     QueuesSetting,
     timeout,
 )
@@ -131,7 +132,7 @@ def training_environ(world: int | None) -> dict[str, str]:
     if world is not None:
         if world < 1:
             raise ConfigError(f"{world} must be >= 1", "--world-size")
-        environ["WORLD_SIZE"] = str(world)
+        environ[WORLD_SIZE] = str(world)
     return environ
 
 

@@ -203,6 +203,17 @@ def test_doctor_asks_the_forms_what_the_gate_decides(
     assert doctor._may_be_launch(training) is opens
 
 
+def test_the_modules_beside_the_package_name_it_as_it_names_itself() -> None:
+    """They import nothing of the package, so each keeps a literal copy of its
+    name (``_environ.NAME``: the distribution, the prefix of its lines)."""
+    import _rocm_hwq_autoset_cli as cli
+    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_reinstall as reinstall
+    from rocm_hwq_autoset._environ import NAME
+
+    assert (gate.PROG, cli.PROG, reinstall.DISTRIBUTION) == (NAME, NAME, NAME)
+
+
 def test_pth_is_one_import_line() -> None:
     lines = PTH_LINE.splitlines()
     assert len(lines) == 1 and lines[0].startswith("import ")
