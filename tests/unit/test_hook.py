@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import _rocm_hwq_autoset_cmdline
 import _rocm_hwq_autoset_gate as gate
 from rocm_hwq_autoset import _decision, _hook, _rocm, recommend
 from rocm_hwq_autoset._argv import Launch
@@ -298,7 +299,7 @@ def test_python_m_torchtitan_train_starts_the_module_evaluation(
     else:
         monkeypatch.delattr(sys, "orig_argv", raising=False)
         cmdline = write_cmdline(tmp_path / "cmdline", line)
-        monkeypatch.setattr(gate, "PROC_CMDLINE", cmdline)
+        monkeypatch.setattr(_rocm_hwq_autoset_cmdline, "PROC_CMDLINE", cmdline)
     started: list[tuple[Any, Any]] = []
     monkeypatch.setattr(
         _evaluation, "start", lambda p, apply: started.append((p, apply))
