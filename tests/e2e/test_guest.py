@@ -49,8 +49,6 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
     "torchrun stderr full": ("torchrun", {"stderr": "full", "do": "silent"}, True),
     "script stdout full": ("script", {"stdout": "full", "do": "silent"}, True),
     "module stdout full": ("module", {"stdout": "full", "do": "silent"}, True),
-    "module stderr closed": ("module", {"stderr": "closed"}, True),
-    "module stdout closed": ("module", {"stdout": "closed"}, True),
     "module stdin closed": ("module", {"stdin": "closed"}, True),
     "module stdio closed": (
         "module", {"stdin": "closed", "stdout": "closed", "stderr": "closed"}, True),
