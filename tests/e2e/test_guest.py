@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,13 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
         "module", {"stdin": "closed", "warm": True}, True),
     "torchrun stdio closed": ("torchrun", {"stdin": "closed", "stderr": "closed"},
                               True),
-    # No HOME: the passwd entry's home (a uid with none, where the cache falls
-    # back to the temporary folder, needs a user the test cannot make).
+    # No HOME: the passwd entry's home; a uid with neither is the next case.
     "module no home": ("module", {"env": {"HOME": None,
                                           "ROCM_HWQ_AUTOSET_CACHE_DIR": None}}, True),
+    "module, a uid without a home": (
+        "module", {"homeless": True, "env": {"HOME": None, "TMPDIR": "TMP",
+                                              "ROCM_HWQ_AUTOSET_CACHE_DIR": None}},
+        True),
     "module umask 000": ("module", {"prepare": _umask_000}, True),
     "module signals": ("module", {"prepare": _signals}, True),
     "module SIGCHLD ignored": ("module", {"prepare": _no_zombies}, True),
@@ -101,8 +105,37 @@ def read_only(guest: Guest) -> tuple[str, ...]:
             str(guest.work))  # fmt: skip
 
 
+#: The cases whose difference is the cache's, to mend in its own module: each
+#: fails until then (strict), and its mark goes with the mend.
+CACHE_DIFFERENCES = {
+    "module, a uid without a home": pytest.mark.xfail(strict=True, reason=(
+        "cache: with no home the cache's folder is found by tempfile.gettempdir()"
+        " in the training process, and tempfile keeps that answer: the program's"
+        " own TMPDIR, set later, is not used")),
+}  # fmt: skip
+
+#: A uid no passwd entry names, inside a user namespace of the run's own.
+HOMELESS = 54321
+
+
+def homeless() -> tuple[str, ...]:
+    """What runs the program as a uid with no home at all (no ``HOME``, no
+    passwd entry): a user namespace mapping this user to :data:`HOMELESS`, who
+    then owns this user's files. Skips where user namespaces are refused."""
+    command = ("unshare", "-U", f"--map-user={HOMELESS}", f"--map-group={HOMELESS}")
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1): no uid without a home")
+    probe = subprocess.run([*command, "true"], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces refused here: {probe.stderr.decode()[:200]}")
+    return command
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=CACHE_DIFFERENCES.get(name, ())) for name in CASES],
+)
 def test_the_program_observes_what_it_would_without_the_hook(
     name: str, venv: Venv, tmp_path: Path
 ) -> None:
@@ -111,8 +144,11 @@ def test_the_program_observes_what_it_would_without_the_hook(
     guest = Guest(tmp_path, venv)
     if options.pop("readonly", False):
         options["prefix"] = read_only(guest)
+    if options.pop("homeless", False):
+        options["prefix"] = homeless()
     warm = options.pop("warm", False)
-    env = options.pop("env", {})
+    env = {name: str(guest.root) if value == "TMP" else value
+           for name, value in options.pop("env", {}).items()}  # fmt: skip
     runs = {}
     try:
         for on in (False, True):
