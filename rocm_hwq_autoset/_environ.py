@@ -19,8 +19,8 @@ TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: The package's name as it shows itself: its command, the prefix of its lines,
-#: its cache's folder, who set a value it set.
+#: The package's name as it shows itself: its distribution (``pip list``), its
+#: command, the prefix of its lines, its cache's folder, who set a value it set.
 NAME = "rocm-hwq-autoset"
 
 # HIP's own variable.
@@ -84,7 +84,9 @@ TOML_FORM, MODULE_FORM = "job.config_file", "--module"
 #: The origin ``explain --export`` gives its value: the package's own, so
 #: that a later export or launch decides again (not an explicit value it keeps).
 EXPORTED = "explain --export"
-FORMS = (TOML_FORM, MODULE_FORM, EXPORTED)
+FORMS = (TOML_FORM, MODULE_FORM)
+#: Who a marker may name: a launch form, or an export.
+ORIGINS = (*FORMS, EXPORTED)
 UNSET = "unset"
 #: Set beside it by a ``--module`` launcher: the model's inputs, from which a
 #: worker that knows ``WORLD_SIZE`` applies the model itself.
@@ -306,7 +308,7 @@ def marker(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
     current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
     value, _, marked = environ.get(ORIGIN, "").partition(" ")
-    if marked not in FORMS:
+    if marked not in ORIGINS:
         return None
     current = environ.get(QUEUES) or UNSET  # unset or empty: not one of ours
     return (value, marked) if value == current else None

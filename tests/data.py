@@ -34,8 +34,10 @@ def corpus_dir(folder: Path) -> Path:
     """``folder`` of the corpus, or a skip that says what it is and how to
     get it."""
     if not folder.is_dir():
+        given = os.environ.get("ROCM_HWQ_CORPUS")
+        absent = f"{folder} is absent" if given else "ROCM_HWQ_CORPUS is unset"
         pytest.skip(
-            f"{folder} is absent: the corpus (every TOML job config torchtitan"
+            f"{absent}: the corpus (every TOML job config torchtitan"
             " shipped before its config refactor, three real profiler traces)"
             " is the folder ROCM_HWQ_CORPUS names; make one from torchtitan"
             f" v0.2.2 and HolisticTraceAnalysis (git clone) with: {MAKE_CORPUS}."

@@ -19,7 +19,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._argv import Launch, launch_in
+from .._argv import TOML, Launch, launch_in
 from .._config import MAX_EDITS, ConfigError, edits_within, load_toml
 from .._decision import (
     MAX_LINE,
@@ -41,13 +41,12 @@ from .._environ import (
     CACHE_DIR,
     INPUTS,
     LOG,
-    MODULE_FORM,
     NAME,
     ORIGIN,
     QUEUES,
     SWITCH,
     TIMEOUT,
-    TOML_FORM,
+    WORLD_SIZE,
     QueuesSetting,
     timeout,
 )
@@ -139,7 +138,7 @@ def training_environ(world: int | None) -> dict[str, str]:
     if world is not None:
         if world < 1:
             raise ConfigError(f"{world} must be >= 1", "--world-size")
-        environ["WORLD_SIZE"] = str(world)
+        environ[WORLD_SIZE] = str(world)
     return environ
 
 
@@ -148,7 +147,7 @@ def launch_of(training: Sequence[str]) -> Launch:
     it in such a process (``_argv.launch_in``), else torchtitan's defaults (and
     the flags given) as a TOML launch without a file. ``ConfigError`` for both
     forms at once."""
-    return launch_in(training) or Launch(TOML_FORM, training, True)
+    return launch_in(training) or Launch(TOML, training, True)
 
 
 #: What ``doctor`` says of a launch it checked as the hook would on ROCm.
@@ -185,7 +184,7 @@ class Reading:
     @property
     def source(self) -> str:
         """Where the config comes from, in words."""
-        if self.launch.form == MODULE_FORM:
+        if self.launch.form.in_child:
             module, config = self.launch.registry
             return f"--module {module} --config {config} (torchtitan's config registry)"
         return self.launch.config_file or "none: torchtitan's defaults"
@@ -222,7 +221,7 @@ class Reading:
         names what is wrong: the arguments, the config, or the evaluation."""
         if self._rec is None:
             config: Config | None = None
-            if self.launch.form == MODULE_FORM:
+            if self.launch.form.in_child:
                 result = self.config()
                 if isinstance(result, ConfigError):
                     raise result  # the child's answer, raised once, here
@@ -250,7 +249,7 @@ class Reading:
         try:  # a --module launch: evaluated here
             config = self.config()
         except ConfigError as exc:
-            return failed(MODULE_FORM, exc)
+            return failed(decided.form, exc)
         return conclude(environ, decided, config)
 
 
