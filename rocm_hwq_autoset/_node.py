@@ -92,12 +92,14 @@ class Node:
     ``gpu_id`` → label), and the lines that say what could not be read or
     matched."""
 
-    __slots__ = ("gpus", "notes", "processes")
+    __slots__ = ("gpus", "notes", "processes", "unshown")
 
     def __init__(self) -> None:
         self.processes: dict[int, Proc] = {}
         self.gpus: dict[int, str] = {}
         self.notes: list[str] = []
+        self.unshown: dict[int, str] = {}
+        """Why a process is not shown, by pid (its line is in the notes too)."""
 
 
 def python_argv(words: list[str]) -> list[str] | None:
@@ -171,7 +173,7 @@ def read_node(
     wanted = None if pids is None else set(pids)
     names = sorted(int(n) for n in os.listdir(proc) if n.isdigit())
     for pid in names if wanted is None else sorted(wanted):
-        found = _read_process(proc, pid, identity, folders, wanted, node.notes)
+        found = _read_process(proc, pid, identity, folders, wanted, node)
         if found is not None:
             node.processes[pid] = found
     for pid, found in node.processes.items():
@@ -253,7 +255,7 @@ def _read_process(
     identity: tuple[int, int] | None,
     folders: set[int] | None,
     wanted: set[int] | None,
-    notes: list[str],
+    node: Node,
 ) -> Proc | None:
     """One process, if it is one to show (or asked for by pid) and can be
     read; a process that ended meanwhile is none."""
@@ -262,10 +264,11 @@ def _read_process(
         raw = _read(os.path.join(base, "cmdline"))
     except FileNotFoundError:
         if wanted is not None:
-            notes.append(f"pid {pid}: no such process")
+            _unshown(node, pid, f"pid {pid}: no such process")
         return None
-    except OSError as exc:
-        notes.append(f"pid {pid}: its command line cannot be read ({exc.strerror})")
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        _unshown(node, pid, f"pid {pid}: its command line cannot be read ({why})")
         return None
     words = [os.fsdecode(w) for w in raw.split(b"\0")[:-1]] if raw else []
     found = Proc(pid, words)
@@ -291,12 +294,16 @@ def _read_process(
     except (OSError, ValueError) as exc:
         owner = _owner(base)
         why = getattr(exc, "strerror", None) or str(exc)
-        notes.append(
-            f"pid {pid}{owner}: {_what(found, in_kfd)}, but its environment cannot"
-            f" be read ({why}): not shown"
-        )
+        what = _what(found, in_kfd)
+        line = f"pid {pid}{owner}: {what}, but its environment cannot be read"
+        _unshown(node, pid, f"{line} ({why}): not shown")
         return None
     return found
+
+
+def _unshown(node: Node, pid: int, line: str) -> None:
+    node.unshown[pid] = line
+    node.notes.append(line)
 
 
 def _what(found: Proc, in_kfd: bool) -> str:

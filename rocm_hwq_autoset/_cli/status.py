@@ -140,7 +140,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     except OSError as exc:
         raise ConfigError(exc.strerror or str(exc), _node.PROC) from None
     if pids and opts.pid not in node.processes:
-        raise ConfigError("; ".join(node.notes) or "not shown", f"--pid {opts.pid}")
+        raise ConfigError(node.unshown.get(opts.pid, "not shown"), f"--pid {opts.pid}")
     rows = rows_of(node)
     if opts.json:
         doc = {

@@ -180,6 +180,10 @@ def test_a_single_toml_launch(
     assert (row["pid"], row["q"], row["set_by"], row["hip_started"]) == (
         pid, None, "unknown", True)  # fmt: skip
     assert row["hw_queues"] == {"GPU 0": 4}
+    hook = launch.venv.site_packages / "rocm_hwq_autoset.pth"
+    assert (
+        f"its interpreter runs rocm-hwq-autoset's hook ({hook})" in row["set_by_words"]
+    )
     assert [v["level"] for v in row["verdicts"]] == ["unknown"]
     assert row["explain"] == "rocm-hwq-autoset explain -- --job.config_file job.toml"
     assert code == 0
