@@ -409,60 +409,81 @@ def _hook_beside(words: list[str]) -> str | None:
     return None
 
 
-def _number(path: str, notes: list[str], cost: str) -> int | None:
-    """A sysfs file's number; None (with a note naming the file and what
-    that costs) where it is malformed or cannot be read; FileNotFoundError
-    passes for the caller (a queue that ended)."""
+def _number(
+    path: str, notes: list[str], cost: str, folder: int | None = None
+) -> int | None:
+    """A sysfs file's number (``path`` relative to the open ``folder``, if
+    given); None (with a note naming the file and what that costs) where it is
+    malformed or cannot be read; FileNotFoundError passes for the caller (a
+    queue that ended). A sysfs value comes whole in one read."""
     try:
-        text = _read(path, MAX_SYSFS_BYTES).decode("ascii", "replace").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)
+        try:
+            raw = os.read(fd, MAX_SYSFS_BYTES + 1)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError) as exc:
-        notes.append(f"{path}: {getattr(exc, 'strerror', None) or exc}: {cost}")
+    except OSError as exc:
+        notes.append(f"{_named(path, folder)}: {exc.strerror}: {cost}")
         return None
-    if not text.isdigit():
-        notes.append(f"{path}: {text[:20]!r} is not a number: {cost}")
+    text = raw.decode("ascii", "replace").strip()
+    if not text.isdigit() or len(raw) > MAX_SYSFS_BYTES:
+        notes.append(f"{_named(path, folder)}: {text[:20]!r} is not a number: {cost}")
         return None
     return int(text)
 
 
+def _named(path: str, folder: int | None) -> str:
+    """A path relative to an open folder, whole (for a line that names it)."""
+    if folder is None:
+        return path
+    return os.path.join(os.readlink(f"/proc/self/fd/{folder}"), path)
+
+
 def _queues(folder: str, found: Proc, node: Node) -> dict[str, list[int]]:
-    """A process's hardware queues by GPU: ``[compute, other]`` each."""
+    """A process's hardware queues by GPU: ``[compute, other]`` each. Its
+    ``queues`` folder is opened once and each file read relative to it: a
+    node of 64 processes has some 1,000 queue files (benchmarks/status.py)."""
     counts: dict[str, list[int]] = {}
     root = os.path.join(folder, "queues")
     try:
-        names = sorted(os.listdir(root), key=lambda n: (len(n), n))
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return counts  # no queue yet, or the process ended
     except OSError as exc:
         found.notes.append(f"{root}: {exc.strerror}: its queues cannot be counted")
         return counts
-    for name in names:
-        path = os.path.join(root, name)
-        try:
-            gpu = _number(os.path.join(path, "gpuid"), found.notes, "queue not counted")
-            kind = (
-                None
-                if gpu is None
-                else _number(
-                    os.path.join(path, "type"), found.notes, "queue not counted"
+    try:
+        names = sorted(os.listdir(fd), key=lambda n: (len(n), n))
+        for name in names:
+            try:
+                gpu = _number(f"{name}/gpuid", found.notes, NOT_COUNTED, fd)
+                kind = None if gpu is None else _number(
+                    f"{name}/type", found.notes, NOT_COUNTED, fd)  # fmt: skip
+            except FileNotFoundError:
+                line = f"{root}/{name}: the queue ended while it was read: not counted"
+                found.notes.append(line)
+                continue
+            if gpu is None or kind is None:
+                continue
+            label = node.gpus.get(gpu)
+            if label is None:
+                label = f"gpu_id {gpu}"
+                note = (
+                    f"{root}/{name}/gpuid: {gpu} is no GPU of {KFD_SYSFS}/topology:"
+                    " shown as is"
                 )
-            )
-        except FileNotFoundError:
-            found.notes.append(
-                f"{path}: the queue ended while it was read: not counted"
-            )
-            continue
-        if gpu is None or kind is None:
-            continue
-        label = node.gpus.get(gpu)
-        if label is None:
-            label = f"gpu_id {gpu}"
-            note = f"{path}/gpuid: {gpu} is no GPU of {KFD_SYSFS}/topology: shown as is"
-            if note not in found.notes:
-                found.notes.append(note)
-        counts.setdefault(label, [0, 0])[0 if kind == COMPUTE else 1] += 1
+                if note not in found.notes:
+                    found.notes.append(note)
+            counts.setdefault(label, [0, 0])[0 if kind == COMPUTE else 1] += 1
+    finally:
+        os.close(fd)
     return counts
+
+
+#: What a queue file that cannot be read costs.
+NOT_COUNTED = "queue not counted"
 
 
 # Who set the value, and what a count means: decisions on what was read.
