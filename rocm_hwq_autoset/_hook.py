@@ -142,7 +142,7 @@ def apply(
         from ._rocm import early_start_files, hip_started  # only with a value
 
         if hip_started():
-            early = early_start_files()
+            early = early_start_files() or []
             say(too_late(outcome, during=during, early=early), os.environ)
 
 

@@ -197,15 +197,14 @@ def run_before_ours(folders: Sequence[str], version: Sequence[int]) -> list[str]
     return None
 
 
-def early_start_files(version: Sequence[int] | None = None) -> list[str]:
+def early_start_files(version: Sequence[int] | None = None) -> list[str] | None:
     """The start-up files ``site`` ran (or runs) code from before this
     package's hook, in this interpreter (:func:`site_dirs`; ``version``: the
     running Python's): what may have started HIP before the hook
-    (:func:`run_before_ours`)."""
+    (:func:`run_before_ours`; None where ``site`` never runs it)."""
     import sys
 
-    found = run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))
-    return found or []
+    return run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))
 
 
 def _runs_code(path: str) -> bool:

@@ -160,6 +160,8 @@ def early_starters_check() -> Row:
     value in place; the hook then warns, in that launch."""
     version = python_version()
     early = early_start_files(version)
+    if early is None:
+        return Row("note", "before it", f"site never runs the hook here (see {START})")
     if not early:
         return Row(
             "ok", "before it", "no start-up file site runs before the hook runs code"

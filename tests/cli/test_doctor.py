@@ -470,7 +470,7 @@ def test_an_empty_start_file_turns_the_hook_off_on_python_3_15(layout: Any) -> N
     """PEP 829: a ``.start`` beside the ``.pth`` of its name turns that
     file's import lines off, even when it names no entry point."""
     assert layout({"site-a": [PTH, START]}, pep_829=True)[1:] == [
-        ("ok", "before it", "no start-up file site runs before the hook runs code"),
+        ("note", "before it", f"site never runs the hook here (see {START})"),
         ("FAIL", START, f"T/site-a/{START} names no entry point: it turns the {PTH}"
          " line off (PEP 829) and the hook never runs; reinstall: REINSTALL"),
     ]  # fmt: skip
