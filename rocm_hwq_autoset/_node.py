@@ -295,7 +295,7 @@ def _read_process(
         owner = _owner(base)
         why = getattr(exc, "strerror", None) or str(exc)
         what = _what(found, in_kfd)
-        line = f"pid {pid}{owner}: {what}, but its environment cannot be read"
+        line = f"pid {pid}{owner}: {what}its environment cannot be read"
         _unshown(node, pid, f"{line} ({why}): not shown")
         return None
     return found
@@ -307,9 +307,12 @@ def _unshown(node: Node, pid: int, line: str) -> None:
 
 
 def _what(found: Proc, in_kfd: bool) -> str:
+    """Why a process would be shown, said before why it is not."""
     if found.launch is not None:
-        return "a torchtitan launch"
-    return "it has GPU queues" if in_kfd else "it holds /dev/kfd"
+        return "a torchtitan launch, but "
+    if in_kfd:
+        return "it has GPU queues, but "
+    return "it holds /dev/kfd, but " if found.hip else ""
 
 
 def _owner(base: str) -> str:
