@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import _traces
-from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli import CUT_SHORT, main
 from rocm_hwq_autoset._cli import verify as _verify
 from rocm_hwq_autoset._cli.verify import ALIKE
 from rocm_hwq_autoset._pools import NOTHING_SAYS
@@ -1223,3 +1223,23 @@ def test_the_events_alone_of_a_trace_naming_its_hip(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", doc)
     with open(path, "rb") as raw:
         assert list(_traces.events(raw)) == [kernel(0, 1)]
+
+
+@pytest.mark.parametrize("json_form", [False, True])
+def test_ctrl_c_during_a_big_trace_is_one_line(
+    json_form: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: a ``KeyboardInterrupt`` traceback through the trace reader."""
+    path = generated(tmp_path)
+
+    def interrupted(path: str) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_verify, "read_trace", interrupted)
+    code, out, err = verify(capsys, *(["--json"] if json_form else []), path)
+    assert code == 130  # the wording: test_module_form's Ctrl-C test
+    assert err == f"rocm-hwq-autoset: {CUT_SHORT}\n"
+    assert (json.loads(out) if json_form else out) == (
+        {"error": CUT_SHORT} if json_form else ""
+    )
