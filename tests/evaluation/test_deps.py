@@ -163,6 +163,7 @@ def test_nothing_changed(workdir: Path) -> None:
         "unrelated variable",
         "a file came and went in a listed folder",
         "files named like the origin of built-in and frozen modules",
+        "a .pth file in a folder on the path but no site folder",
     ],
 )
 def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
@@ -188,6 +189,15 @@ def test_what_does_not_invalidate(workdir: Path, change: str) -> None:
         (workdir / "frozen").write_text("")
     elif change == "unrelated variable":
         environ["UNRELATED"] = "y"
+    elif change == "a .pth file in a folder on the path but no site folder":
+        # site never reads it there: it cannot change an import (issue #36;
+        # was: "a module appeared or went in", an evaluation at every launch)
+        (workdir / "extra.pth").write_text("import os\n")
+        (ROOT / f"extra-{os.getpid()}.pth").write_text("")  # PYTHONPATH's
+        try:
+            assert changed(deps, environ) is None
+        finally:
+            (ROOT / f"extra-{os.getpid()}.pth").unlink()
     assert changed(deps, environ) is None
 
 
@@ -208,7 +218,6 @@ def _later(path: Path) -> None:
         ("a file it missed now exists", "missing.txt changed"),
         ("a module that was missing", "a module appeared or went in"),
         ("a module now shadowed", "a module appeared or went in"),
-        ("a .pth file in a folder it searched", "a module appeared or went in"),
         ("a listed folder gained an entry", "checkpoints gained or lost an entry"),
     ],
 )
@@ -233,12 +242,21 @@ def test_what_invalidates(workdir: Path, change: str, said: str) -> None:
         (workdir / "not_there_yet.py").write_text("")
     elif change == "a module now shadowed":
         (workdir / "my_helper").mkdir()
-    elif change == "a .pth file in a folder it searched":
-        (workdir / "extra.pth").write_text("")
     else:
         (workdir / "checkpoints" / "step-2").write_text("")
     found = changed(deps, environ)
     assert found is not None and said in found
+
+
+def test_a_pth_file_added_to_a_site_folder_counts(workdir: Path) -> None:
+    """Where site reads .pth files, a new one changes what is imported."""
+    site_folder = user_site(workdir)
+    site_folder.mkdir(parents=True)
+    deps = record(workdir)
+    assert changed(deps, ENV) is None
+    (site_folder / "extra.pth").write_text("")
+    found = changed(deps, ENV)
+    assert found == f"a module appeared or went in {site_folder}"
 
 
 def test_a_corrupt_record_raises_for_the_cache_to_ignore() -> None:
@@ -277,8 +295,8 @@ from rocm_hwq_autoset._evaluation.deps import ChangedDuring, Recorder
 body = compile(os.environ.pop("BODY"), "recipe.py", "exec")
 if os.environ.get("CLOCK_BEHIND"):  # every file's times ahead of this clock
     import time
-    _now = time.time_ns
-    time.time_ns = lambda: _now() - int(float(os.environ["CLOCK_BEHIND"]) * 1e9)
+    _now, _behind = time.time_ns, int(float(os.environ["CLOCK_BEHIND"]) * 1e9)
+    time.time_ns = lambda: _now() - _behind
 recorder = Recorder()
 recorder.start()
 exec(body)
