@@ -167,8 +167,7 @@ def _home(environ: Mapping[str, str]) -> str | None:
 
 #: Why there is no cache where there is no home.
 NO_HOME = (
-    f"no home directory and no {CACHE_DIR}: no cache, each --module launch"
-    " evaluates"
+    f"no home directory and no {CACHE_DIR}: no cache, each --module launch evaluates"
 )
 
 
@@ -188,10 +187,17 @@ def key(
     the first ``sys.path`` entry it puts (``parent.interpreter_of``). JSON
     escapes every character that is not ASCII (an argument of undecodable bytes
     too)."""
-    fields = [FORMAT, os.path.realpath(sys.executable), os.path.realpath(sys.prefix),
-              sys.version,
-              os.getcwd(), list(args), list(interpreter[0]), interpreter[1],
-              [_key_value(name, environ.get(name)) for name in KEY_VARIABLES]]
+    fields = [
+        FORMAT,
+        os.path.realpath(sys.executable),
+        os.path.realpath(sys.prefix),
+        sys.version,
+        os.getcwd(),
+        list(args),
+        list(interpreter[0]),
+        interpreter[1],
+        [_key_value(name, environ.get(name)) for name in KEY_VARIABLES],
+    ]
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 

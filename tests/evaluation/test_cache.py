@@ -262,12 +262,16 @@ def test_another_machines_evaluation_does_not_reset_the_bound(
     assert cache.lookup("k", launch(5), take=True)[0] is None
 
 
-def test_a_machine_is_its_boot_not_its_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_machine_is_its_boot_not_its_host_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A pod restarted under a new host name is the same machine; the records
     of two hosts of an NFS cache differ (their boot ids do)."""
     with open(_cache.BOOT_ID) as boot:
         assert _cache.machine() == boot.read().strip().replace("-", "")
-    monkeypatch.setattr(_cache.os, "uname", lambda: os.uname_result(("L", "pod-2", "", "", "")))
+    monkeypatch.setattr(
+        _cache.os, "uname", lambda: os.uname_result(("L", "pod-2", "", "", ""))
+    )
     assert _cache.host() == "pod-2" and _cache.machine() != "pod-2"
     monkeypatch.setattr(_cache, "BOOT_ID", "/nonexistent")
     assert _cache.machine() == "pod-2"  # no boot id (not Linux): the host

@@ -210,7 +210,11 @@ def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> N
     stored = entry(flagged)["result"]
     os.unlink(cache.entry("k" * 32))
     wrong = config_from_json({**stored, "inputs": TP2})  # what another launch found
-    lock = os.open(os.path.join(cache.path, cache.lock_file("k" * 32)), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     read, write = os.pipe()
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a peer evaluates

@@ -199,7 +199,11 @@ def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
     tmp_path: Path, node: tuple[Cache, list[str]]
 ) -> None:
     cache, options = node
-    lock = os.open(os.path.join(cache.path, cache.lock_file("k" * 32)), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
@@ -221,7 +225,11 @@ def test_an_answer_published_before_the_rank_started_is_not_taken(
     answer there: this rank evaluates."""
     cache, options = node
     cache.publish("k" * 32, refusal("an earlier launch's"), NO_DEPS)
-    lock = os.open(os.path.join(cache.path, cache.lock_file("k" * 32)), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
@@ -242,7 +250,9 @@ def test_an_answer_that_cannot_be_published_still_ends_the_child_cleanly(
     """It exits at once, without tearing torch down, whatever the cache
     refuses; its lock file is private."""
     cache, options = node
-    os.mkdir(os.path.join(cache.path, cache.result_file("k" * 32)))  # not a file: publishing fails
+    os.mkdir(
+        os.path.join(cache.path, cache.result_file("k" * 32))
+    )  # not a file: publishing fails
     status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
     assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     lock = Path(cache.path, f"{'k' * 32}.{host()}.lock")  # this node's, in the cache
@@ -304,7 +314,11 @@ def test_a_peers_answer_is_taken_only_if_nothing_it_read_differs_here(
     cache, options = node
     deps = None if published is None else {**NO_DEPS, "env": published}
     peer = refusal("the peer's")
-    lock = os.open(os.path.join(cache.path, cache.lock_file("k" * 32)), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG], MY_CP="1")
@@ -323,13 +337,20 @@ def test_a_peers_answer_for_another_key_is_not_taken(
     tmp_path: Path, node: tuple[Cache, list[str]]
 ) -> None:
     cache, options = node
-    lock = os.open(os.path.join(cache.path, cache.lock_file("k" * 32)), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
         _wait_blocked(forked)
         cache.publish("j" * 32, refusal("another's"), NO_DEPS)
-        os.rename(os.path.join(cache.path, cache.result_file("j" * 32)), os.path.join(cache.path, cache.result_file("k" * 32)))
+        os.rename(
+            os.path.join(cache.path, cache.result_file("j" * 32)),
+            os.path.join(cache.path, cache.result_file("k" * 32)),
+        )
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         os.close(lock)

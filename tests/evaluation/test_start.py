@@ -17,9 +17,9 @@ import pytest
 
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation import cache as cache_module
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
-from rocm_hwq_autoset._evaluation import cache as cache_module
 from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._model import encode_inputs
 from tests.fake_child import INPUTS

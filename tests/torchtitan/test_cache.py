@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED
-
 from .conftest import FirstLaunch, Launches, ours, probes
 
 #: Beside other tests under xdist: a store runs at the idle priority, and these
