@@ -789,3 +789,66 @@ def test_a_file_server_clock_ahead_of_this_node_stores_all_the_same(
     assert changed(deps, {}) is None
     racy = {path for path, *_, is_racy in deps["files"] if is_racy}
     assert {str(workdir / "size.txt"), str(workdir / "my_helper.py")} <= racy
+
+
+#: On a file system with 1-s timestamps: a file written, then read by an
+#: evaluation in the same second, then rewritten in place with the same size
+#: in that second (its stamp unchanged); what ``changed`` says of it, or
+#: ``SKIP why``.
+COARSE = """
+import os, subprocess, sys, time
+image, mount = sys.argv[1], sys.argv[2]
+made = subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", image],
+                      capture_output=True, text=True)
+if made.returncode:
+    sys.exit(print("SKIP mkfs.ext4: " + made.stderr.strip()[-200:]))
+mounted = subprocess.run(["mount", "-o", "loop", image, mount],
+                         capture_output=True, text=True)
+if mounted.returncode:
+    sys.exit(print("SKIP mount -o loop: " + mounted.stderr.strip()[-200:]))
+os.chdir(mount)
+from rocm_hwq_autoset._evaluation.deps import Recorder, changed
+for _ in range(10):
+    time.sleep(1.05 - time.time() % 1)  # just past the start of a second
+    second = int(time.time())
+    with open("size.txt", "w") as out:
+        out.write("4\\n")
+    time.sleep(0.1)  # read later than the evaluation's start tolerated
+    recorder = Recorder()
+    recorder.start()
+    open("size.txt").read()
+    deps = recorder.deps(exclude=os.path.join(mount, "cache"))
+    with open("size.txt", "r+") as out:  # in place, the same size
+        out.write("8\\n")
+    if int(time.time()) == second and os.stat("size.txt").st_mtime_ns % 10**9 == 0:
+        sys.exit(print(changed(deps, {})))
+print("SKIP never within one second")
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a loop mount needs root")
+@pytest.mark.timeout(120)
+def test_a_file_rewritten_within_a_coarse_tick_counts_by_its_bytes(
+    tmp_path: Path,
+) -> None:
+    """Issue #36: on ext4 with 128-byte inodes (1-s timestamps; many NFS
+    servers too), a file the config read, rewritten in place with the same
+    size within the same second, kept its stamp: a hit with the old Q,
+    nothing said (the racy window began at the evaluation's start, 20 ms
+    wide). Now a stamp of whole seconds is racy for 2 s after it, as of each
+    read, and counts by its bytes. In a mount namespace of its own."""
+    image, mount = tmp_path / "ext4.img", tmp_path / "mnt"
+    mount.mkdir()
+    with open(image, "wb") as out:
+        out.truncate(16 << 20)
+    run_ = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", sys.executable, "-c", COARSE,
+         str(image), str(mount)],
+        capture_output=True, text=True, timeout=100,
+        env=child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}),
+    )  # fmt: skip
+    said = run_.stdout.strip()
+    if said.startswith("SKIP") or "unshare failed" in run_.stderr:
+        pytest.skip(said or run_.stderr.strip()[-200:])
+    assert run_.returncode == 0, run_.stderr[-2000:]
+    assert said == f"{mount / 'size.txt'} changed"
