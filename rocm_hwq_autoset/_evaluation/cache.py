@@ -28,7 +28,6 @@ there were none.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -674,12 +673,10 @@ def open_cache(
         if create and not existed:
             make_private(path)
         cache = Cache(path)
-    except NotADirectoryError:  # a file on the way, or the folder a file
-        return None, f"{path}: {os.strerror(errno.ENOTDIR)}"
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a link where the folder is
+        if os.path.islink(path):  # never followed: another user's, maybe
             return None, f"{path}: a symbolic link; not used"
-        return None, f"{path}: {exc.strerror}"
+        return None, f"{path}: {exc.strerror}"  # "Not a directory": a file
     except ConfigError as exc:
         return None, f"{path}: {exc}; not used"
     if create and not existed:  # the cache made it: its own to prune
