@@ -299,6 +299,40 @@ def test_a_checks_verdict_reaches_the_launchers_restarted_workers(
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_the_bound_holds_across_host_names_and_local_ranks(launch: Launch) -> None:
+    """Issue #36: pods that get a new host name at each start, one process
+    each with ``LOCAL_RANK=1`` (one pod per GPU), short launches that end
+    before any check: the entry went stale where no record sees it, and 5 of
+    5 launches took its Q=4 (the truth 8), nothing said. The count was kept
+    per host name, and only local rank "0" counted. Now a machine (its boot
+    id) takes an entry at most twice before it evaluates it again."""
+    if subprocess.run(["unshare", "-u", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -u: no UTS namespace here")
+    recipes = launch.work / "exists_recipes"
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(EXISTS)
+    args = ["-m", "torchtitan.train", "--module", "exists_recipes", "--config",
+            "flag"]  # fmt: skip
+    first, _, _ = launch.run(args)
+    assert first["queues"] == "4"  # evaluated, stored
+    (launch.work / "tp2.flag").write_text("")  # the truth is 8 now, unseen
+
+    def pod(n: int, cache: str = "1") -> str:
+        seen, _, _ = launch.run(
+            args, env={"LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_CACHE": cache},
+            prefix=("unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"',
+                    f"pod-{n}"),
+        )  # fmt: skip
+        return str(seen["queues"])
+
+    truth = [pod(n, cache="0") for n in range(5)]
+    assert truth == ["8"] * 5
+    assert [pod(n) for n in range(5)] == ["4", "4", "8", "8", "8"]
+
+
+@pytest.mark.e2e
 def test_timeout(launch: Launch) -> None:
     seen, err, elapsed = launch.run(
         ["-m", "torchtitan.train", *EP2],
