@@ -176,10 +176,10 @@ def key(
     interpreter: tuple[Sequence[str], str | None] = ((), None),
 ) -> str:
     """What a launch must match exactly to use an entry, hashed: 32 hex digits.
-    The entry's format; the interpreter, by its real path, ``sys.prefix``'s
-    and version (``venv/bin/python``, ``python3``, a console script's shebang
-    and the venv reached through a link share entries; two venvs of one Python
-    do not); the working directory, the
+    The entry's format; the interpreter (:func:`_interpreter`) and its
+    version (``venv/bin/python``, ``python3``, a console script's shebang
+    and the venv reached through a link or a bind mount share entries; two
+    venvs of one Python do not); the working directory, the
     arguments and :data:`KEY_VARIABLES` (the visible GPUs by how many each
     lists, not which: ranks bound to one GPU each share an entry), in that
     order; the interpreter's options that change where imports come from and
@@ -188,8 +188,7 @@ def key(
     too)."""
     fields = [
         FORMAT,
-        os.path.realpath(sys.executable),
-        os.path.realpath(sys.prefix),
+        *_interpreter(),
         sys.version,
         os.getcwd(),
         list(args),
@@ -198,6 +197,24 @@ def key(
         [_key_value(name, environ.get(name)) for name in KEY_VARIABLES],
     ]
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
+
+
+def _interpreter() -> list[Any]:
+    """The interpreter, as the key holds it: a venv by its ``pyvenv.cfg``
+    (inode, size, modification and change time: the same through a link or a
+    bind mount, and on every NFS client, where device numbers differ; another
+    venv's differs), its executable by its real path within the venv; else the
+    real paths of ``sys.executable`` and ``sys.prefix``."""
+    prefix = os.path.realpath(sys.prefix)
+    executable = os.path.realpath(sys.executable)
+    try:
+        info = os.stat(os.path.join(prefix, "pyvenv.cfg"))
+    except OSError:  # no venv
+        return [executable, prefix]
+    if executable.startswith(prefix + os.sep):  # a venv of copies
+        executable = os.path.relpath(executable, prefix)
+    venv = ["venv", info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return [executable, venv]
 
 
 def _key_value(name: str, value: str | None) -> Any:
@@ -453,11 +470,9 @@ class Cache:
         variant = {"id": secrets.token_hex(8), "machine": me,
                    "result": config_to_json(config), "deps": deps}  # fmt: skip
         variants = [variant]
+        this = _content(variant)
         for other in self._variants(key):
-            same = other.get("result") == variant["result"] and (
-                other.get("deps") == deps
-            )
-            if other.get("machine") != me and not same:
+            if other.get("machine") != me and _content(other) != this:
                 variants.append(other)
         doc = {"format": FORMAT, "key": key, "variants": variants[:MAX_VARIANTS]}
         self._write(f"{key}.json", json.dumps(doc, separators=(",", ":")))
@@ -625,6 +640,12 @@ class Cache:
             return Answer.from_json(doc["answer"])
         except Exception:
             return None
+
+
+def _content(variant: dict[str, Any]) -> str:
+    """A variant's result and record, as JSON reads them back."""
+    found = [variant.get("result"), variant.get("deps")]
+    return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
 def _launches(data: bytes) -> list[bytes] | None:

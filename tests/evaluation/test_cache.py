@@ -189,6 +189,82 @@ def test_a_venv_reached_through_a_link_has_the_same_key(tmp_path: Path) -> None:
     assert seen[0][1] == seen[1][1]
 
 
+#: The key of a launch, from the interpreter that runs it.
+KEY_OF = ("import sys; from rocm_hwq_autoset._evaluation.cache import key;"
+          " print(key(['--module', 'm'], {}))")  # fmt: skip
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a bind mount needs root")
+def test_a_venv_reached_through_a_bind_mount_has_the_same_key(tmp_path: Path) -> None:
+    """Issue #36: the same venv bind-mounted elsewhere (a container's
+    ``-v /opt/venv:/venv``) was a needless miss at every launch: its real
+    path differs. Not by device number, which differs on each NFS client."""
+    if not os.path.isfile(os.path.join(sys.prefix, "pyvenv.cfg")):
+        pytest.skip("the tests do not run in a venv")
+    there = tmp_path / "mounted"
+    there.mkdir()
+    python = Path(sys.executable).name
+    script = (
+        'mount --bind "$0" "$1" && cd "$2" && "$0/bin/$3" -c "$4"'
+        ' && "$1/bin/$3" -c "$4"'
+    )
+    run = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+         sys.prefix, str(there), str(tmp_path), python, KEY_OF],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if run.returncode and "unshare" in run.stderr:
+        pytest.skip(run.stderr.strip())
+    assert run.returncode == 0, run.stderr
+    first, second = run.stdout.split()
+    assert first == second
+
+
+def test_a_path_variable_counts_by_the_folders_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #36: ``PYTHONPATH=/x/`` after ``PYTHONPATH=/x`` missed: the key
+    compared the variable's text."""
+    monkeypatch.chdir(tmp_path)
+    args = ["--module", "m"]
+    same = ["/x", "/x/", "/x//", "/y/../x"]
+    assert len({key(args, {"PYTHONPATH": value}) for value in same}) == 1
+    assert key(args, {"PYTHONPATH": "/x:/y/"}) == key(args, {"PYTHONPATH": "/x/:/y"})
+    for other in ("/y", "/y:/x", "/x:/y", "", "x"):
+        assert key(args, {"PYTHONPATH": other}) != key(args, {"PYTHONPATH": "/x"})
+    assert key(args, {"PYTHONHOME": "/h/"}) == key(args, {"PYTHONHOME": "/h"})
+
+
+def test_each_machine_keeps_its_variant(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #36: two hosts whose node-local file differs (here: a variable
+    read) shared a cache, and each host's evaluation replaced the other's
+    entry: an evaluation at every launch on both. Now an entry keeps a
+    variant per machine; one of the same result and record is kept once
+    (a cache shared over NFS by a 16-node job holds one)."""
+    tp2 = Config(INPUTS, SETTINGS)
+    for machine, value in (("a" * 32, "1"), ("b" * 32, "2")):
+        monkeypatch.setattr(_cache, "machine", lambda m=machine: m)
+        cache.store("k", tp2, {**NO_DEPS, "env": {"NODE_FILE": value}})
+    monkeypatch.setattr(_cache, "machine", lambda: "c" * 32)
+    assert cache.lookup("k", {"NODE_FILE": "1"})[1] == "hit"
+    assert cache.lookup("k", {"NODE_FILE": "2"})[1] == "hit"
+    assert cache.lookup("k", {"NODE_FILE": "3"})[1] == "stale: NODE_FILE changed"
+    for n in range(16):  # the same evaluation on each machine: kept once
+        monkeypatch.setattr(_cache, "machine", lambda n=n: f"{n:032x}")
+        cache.store("k", tp2, {**NO_DEPS, "env": {"NODE_FILE": "1"}})
+    doc = json.loads(Path(cache.entry("k")).read_text())
+    assert [v["deps"]["env"] for v in doc["variants"]] == [
+        {"NODE_FILE": "1"}, {"NODE_FILE": "2"}
+    ]  # fmt: skip
+    for n in range(_cache.MAX_VARIANTS + 2):  # bounded
+        monkeypatch.setattr(_cache, "machine", lambda n=n: f"{n:032x}")
+        cache.store("k", tp2, {**NO_DEPS, "env": {"NODE_FILE": str(n + 10)}})
+    doc = json.loads(Path(cache.entry("k")).read_text())
+    assert len(doc["variants"]) == _cache.MAX_VARIANTS
+
+
 @pytest.fixture
 def cache(tmp_path: Path) -> Cache:
     folder = tmp_path / "cache"
