@@ -270,14 +270,20 @@ def machine() -> str:
 
 
 #: Variables naming one launch of a job (a ``srun`` step, an ``mpirun``): its
-#: ranks take an entry once between them. A process with none is a launch of
-#: its own.
+#: ranks take an entry once between them, within :data:`LAUNCH_SECONDS` of the
+#: first. A process with none is a launch of its own.
 LAUNCH_VARIABLES = (
     ("SLURM_JOB_ID", "SLURM_STEP_ID"), ("PMIX_NAMESPACE",),
     ("OMPI_MCA_ess_base_jobid",), ("FLUX_JOB_ID",),
 )  # fmt: skip
-#: A launch's line in the record of the times an entry was taken.
-LAUNCH = re.compile(rb"[0-9a-f]{16}", re.ASCII)
+#: How long after a launch first took an entry its other ranks take it as
+#: the same launch: ranks start together; the same job step's identifiers
+#: later (a requeued job's step 0, a loop of launches in one step) are
+#: another launch.
+LAUNCH_SECONDS = 60
+#: A launch's line in the record of the times an entry was taken: its 16 hex
+#: digits and when it first took the entry (seconds since the epoch).
+LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,12})\n", re.ASCII)
 _OWN_LAUNCH = secrets.token_hex(8)
 
 
@@ -393,7 +399,7 @@ class Cache:
     def served_file(self, key: str) -> str:
         return f"{key}.{machine()}.served"
 
-    def unchecked(self, key: str) -> list[bytes] | None:
+    def unchecked(self, key: str) -> list[tuple[str, int]] | None:
         """The launches that took the entry on this machine since it last
         evaluated it (None: a record that cannot be trusted or read, counted
         as the most)."""
@@ -407,7 +413,7 @@ class Cache:
 
     def _over(self, key: str, environ: Mapping[str, str]) -> str:
         """Why this launch could not take the entry (the bound), or ""."""
-        return _over(self.unchecked(key), launch_of(environ))
+        return _over(self.unchecked(key), launch_of(environ), time.time())[0]
 
     def take(self, key: str, environ: Mapping[str, str]) -> str:
         """Note that this launch takes the entry; "" once noted (or noted
@@ -427,11 +433,12 @@ class Cache:
             info = os.fstat(fd)
             problem = _untrusted(info) or ("" if stat.S_ISREG(info.st_mode) else "?")
             launches = None if problem else _launches(read_open(fd, MAX_SERVED_BYTES))
-            refused = _over(launches, mine)
-            if refused or mine.encode() in (launches or []):
+            now = time.time()
+            refused, counted = _over(launches, mine, now)
+            if refused or counted:
                 return refused
             os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, f"{mine}\n".encode())
+            os.write(fd, f"{mine} {int(now)}\n".encode())
         except (OSError, ConfigError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
             return f"cannot note that the entry is taken ({why})"
@@ -648,22 +655,32 @@ def _content(variant: dict[str, Any]) -> str:
     return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
-def _launches(data: bytes) -> list[bytes] | None:
-    """The launches of a record of the times an entry was taken (None: not a
-    record of ours)."""
-    lines = data.split()
-    return lines if all(LAUNCH.fullmatch(line) for line in lines) else None
+def _launches(data: bytes) -> list[tuple[str, int]] | None:
+    """The launches of a record of the times an entry was taken, and when
+    each first took it (None: not a record of ours)."""
+    lines = data.splitlines(keepends=True)
+    found = [LAUNCH.fullmatch(line) for line in lines]
+    if not all(found):
+        return None
+    return [(m.group(1).decode(), int(m.group(2))) for m in found if m is not None]
 
 
-def _over(launches: list[bytes] | None, mine: str) -> str:
-    """Why a launch cannot take an entry taken by ``launches`` (None: as many
-    as may be), or ""."""
-    if launches is not None and (
-        mine.encode() in launches or len(set(launches)) < MAX_UNCHECKED
-    ):
-        return ""
-    return (f"taken {MAX_UNCHECKED} times on this machine with no evaluation of it"
-            " here since")  # fmt: skip
+def _over(
+    launches: list[tuple[str, int]] | None, mine: str, now: float
+) -> tuple[str, bool]:
+    """Why the launch ``mine`` cannot take an entry taken by ``launches``
+    (None: as many as may be), or ""; and whether it took it already (a rank
+    of it, within :data:`LAUNCH_SECONDS` of its first)."""
+    if launches is None:
+        counted = False
+    else:
+        counted = any(launch == mine and now - at < LAUNCH_SECONDS
+                      for launch, at in launches)  # fmt: skip
+        if counted or len(launches) < MAX_UNCHECKED:
+            return "", counted
+    refused = (f"taken {MAX_UNCHECKED} times on this machine with no evaluation of"
+               " it here since")  # fmt: skip
+    return refused, counted
 
 
 def _lock(fd: int) -> None:

@@ -319,8 +319,29 @@ def test_no_history_resets_the_bound(cache: Cache) -> None:
         hits = [cache.lookup("k", launch(3 * n + i), take=True)[0] is not None
                 for i in range(3)]  # fmt: skip
         assert hits == [True, True, False], n
-    size = Path(cache.path, cache.served_file("k")).stat().st_size
-    assert size <= _cache.MAX_UNCHECKED * 17
+    lines = Path(cache.path, cache.served_file("k")).read_text().splitlines()
+    assert len(lines) == _cache.MAX_UNCHECKED
+
+
+def test_the_ranks_of_a_launch_count_once_as_they_start_together(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranks of one job step start together: they take the entry as one
+    launch. The same step's identifiers a minute later (a requeued job's step
+    0 again, a loop of launches within one step) are another launch."""
+    cache.store("k", CONFIG, NO_DEPS)
+    now = time.time()
+    monkeypatch.setattr(_cache.time, "time", lambda: now)
+    for _ in range(5):  # five ranks of one step
+        assert cache.lookup("k", launch(0), take=True)[1] == "hit"
+    assert len(cache.unchecked("k") or []) == 1
+    later = now + _cache.LAUNCH_SECONDS
+    monkeypatch.setattr(_cache.time, "time", lambda: later)
+    assert cache.lookup("k", launch(0), take=True)[1] == "hit"  # again: counted
+    assert cache.lookup("k", launch(0), take=True)[1] == "hit"  # its rank
+    assert cache.lookup("k", launch(0), take=True)[1] == "hit"
+    monkeypatch.setattr(_cache.time, "time", lambda: later * 2)
+    assert cache.lookup("k", launch(0), take=True)[0] is None  # a third launch
 
 
 def test_another_machines_evaluation_does_not_reset_the_bound(

@@ -237,9 +237,10 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
     ``python``, a log named after a module beside the recipe, each rank's own
     GPU: no miss. Was: a miss for each. The ranks of one ``srun`` step (one
     job id and step id) are one launch for the bound on unchecked hits
-    (``MAX_UNCHECKED``): they count once between them, so none of them
-    evaluates for it (was, issue #36: the second launch of local rank 0 and
-    then rank 1 evaluated)."""
+    (``MAX_UNCHECKED``): they count once between them (as they start
+    together: ``LAUNCH_SECONDS``), so none of them evaluates for it (was,
+    issue #36: the second launch of local rank 0 and then rank 1
+    evaluated)."""
     jobs = [work.root / f"job-{n}" for n in (1, 2)]
     for folder in jobs:
         folder.mkdir()
@@ -270,9 +271,13 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
     (work.work / "my_recipes.200.out").write_text("and its output\n")
     assert job(2, 0) == ("4", "hit")
     assert work.evaluations() == 1
-    # srun --gpus-per-task=1: a GPU of its own
-    assert [job(2, rank) for rank in (1, 2, 3)] == [("4", "hit")] * 3
-    assert job(2, 0, "python3") == ("4", "hit")
+    # srun --gpus-per-task=1: a GPU of its own; the ranks start together
+    from concurrent.futures import ThreadPoolExecutor
+
+    ranks = [(1, "python"), (2, "python"), (3, "python"), (0, "python3")]
+    with ThreadPoolExecutor(len(ranks)) as pool:
+        seen = list(pool.map(lambda r: job(2, *r), ranks))
+    assert seen == [("4", "hit")] * len(ranks)
     assert work.evaluations() == 1
 
 
