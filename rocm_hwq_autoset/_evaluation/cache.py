@@ -271,31 +271,52 @@ def machine() -> str:
 
 #: Variables naming one launch of a job (a ``srun`` step, an ``mpirun``): its
 #: ranks take an entry once between them, within :data:`LAUNCH_SECONDS` of the
-#: first. A process with none is a launch of its own.
+#: first. Without them, the processes one process started (a script starting
+#: its ranks with ``&``) are one launch.
 LAUNCH_VARIABLES = (
     ("SLURM_JOB_ID", "SLURM_STEP_ID"), ("PMIX_NAMESPACE",),
     ("OMPI_MCA_ess_base_jobid",), ("FLUX_JOB_ID",),
 )  # fmt: skip
 #: How long after a launch first took an entry its other ranks take it as
-#: the same launch: ranks start together; the same job step's identifiers
-#: later (a requeued job's step 0, a loop of launches in one step) are
-#: another launch.
+#: the same launch: ranks start together; the same identifiers later (a
+#: requeued job's step 0, a loop of launches in one step or from one
+#: process) are another launch.
 LAUNCH_SECONDS = 60
 #: A launch's line in the record of the times an entry was taken: its 16 hex
 #: digits and when it first took the entry (seconds since the epoch).
 LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,12})\n", re.ASCII)
-_OWN_LAUNCH = secrets.token_hex(8)
 
 
-def launch_of(environ: Mapping[str, str]) -> str:
-    """This launch, as 16 hex digits: the ranks of one job step share it; a
-    process outside any is its own."""
+def launch_of(environ: Mapping[str, str], launcher: int | None = None) -> str:
+    """The launch of the process ``launcher`` (this one by default), as 16 hex
+    digits: its job step's identifiers, else the process that started it (its
+    pid and start time); a process whose parent cannot be told is a launch of
+    its own."""
     for names in LAUNCH_VARIABLES:
         values = [environ.get(name) for name in names]
         if all(values):
-            text = json.dumps([names, values])
-            return hashlib.sha256(text.encode()).hexdigest()[:16]
-    return _OWN_LAUNCH
+            found: list[Any] = [names, values]
+            break
+    else:
+        found = ["parent", _parent(os.getpid() if launcher is None else launcher)]
+    return hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]
+
+
+def _parent(pid: int) -> str:
+    """The process that started ``pid``: its pid and start time (in clock
+    ticks since boot: a pid used again is another process); a random one when
+    it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            ppid = stat_file.read(4096).rpartition(b")")[2].split()[1]
+        with open(f"/proc/{int(ppid)}/stat", "rb") as stat_file:
+            started = stat_file.read(4096).rpartition(b")")[2].split()[19]
+        return f"{int(ppid)} {int(started)}"
+    except (OSError, IndexError, ValueError):
+        return _OWN
+
+
+_OWN = secrets.token_hex(8)
 
 
 class Entry:
@@ -355,7 +376,12 @@ class Cache:
         return os.path.join(self.path, f"{key}.json")
 
     def lookup(
-        self, key: str, environ: Mapping[str, str], *, take: bool = False
+        self,
+        key: str,
+        environ: Mapping[str, str],
+        *,
+        take: bool = False,
+        launcher: int | None = None,
     ) -> tuple[Entry | None, str]:
         """The entry when it is trusted, names ``key``, one of its variants
         depended on nothing that changed, and this machine took it fewer than
@@ -389,7 +415,11 @@ class Cache:
             found = Entry(config_from_json(variant["result"]), variant["id"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, "entry ignored: corrupt"
-        refused = self.take(key, environ) if take else self._over(key, environ)
+        if take:
+            refused = self.take(key, environ, launcher)
+        else:
+            launch = launch_of(environ, launcher)
+            refused = _over(self.unchecked(key), launch, time.time())[0]
         if refused:
             return None, refused
         with contextlib.suppress(OSError):
@@ -411,18 +441,17 @@ class Cache:
             return None
         return _launches(data)
 
-    def _over(self, key: str, environ: Mapping[str, str]) -> str:
-        """Why this launch could not take the entry (the bound), or ""."""
-        return _over(self.unchecked(key), launch_of(environ), time.time())[0]
-
-    def take(self, key: str, environ: Mapping[str, str]) -> str:
+    def take(
+        self, key: str, environ: Mapping[str, str], launcher: int | None = None
+    ) -> str:
         """Note that this launch takes the entry; "" once noted (or noted
         already, by another rank of it), else why not: the machine took it
         :data:`MAX_UNCHECKED` times since it evaluated it, or the record
         cannot be written (a read-only cache, a full disk: nothing would bound
         how often it is taken unchecked). Atomic under the record's lock, so
-        that launches at once count each."""
-        mine = launch_of(environ)
+        that launches at once count each. ``launcher``: the process whose
+        launch it is (:func:`launch_of`)."""
+        mine = launch_of(environ, launcher)
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
             fd = os.open(self.served_file(key), flags, 0o600, dir_fd=self.dir())

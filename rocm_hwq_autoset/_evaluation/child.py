@@ -156,7 +156,7 @@ def _serve(
     found = None
     if not options.fresh:
         with recorder.paused():  # the cache's reads are not the config's
-            found = _found(cache, key)
+            found = _found(cache, key, options.parent)
     if found is not None:
         _write(out, found.to_json())
         if options.checks:  # this node's one process: it checks what it took
@@ -168,10 +168,11 @@ def _serve(
     _share(cache, key, answer, recorder, options)
 
 
-def _found(cache: Cache, key: str) -> Answer | None:
+def _found(cache: Cache, key: str, launcher: int | None = None) -> Answer | None:
     """The answer found without evaluating: another rank of this node's, when
     it was evaluating this launch as this child started, or the cache's
-    entry (taken, noted as the launcher's hit is: :meth:`Cache.take`); None
+    entry (taken for ``launcher``'s launch, noted as the launcher's hit is:
+    :meth:`Cache.take`); None
     when this child is to evaluate (it holds the node's lock then, until it
     ends; or locks cannot be had: it evaluates alone)."""
     before, _ = cache.published(key)
@@ -182,7 +183,7 @@ def _found(cache: Cache, key: str) -> Answer | None:
         if answer is not None:
             return Answer(config=answer.config, refusal=answer.refusal,
                           failure=answer.failure, how=PEER)  # fmt: skip
-    entry, _ = cache.lookup(key, os.environ, take=True)
+    entry, _ = cache.lookup(key, os.environ, take=True, launcher=launcher)
     if entry is None:
         return None
     return Answer(config=entry.config, how=CACHE)

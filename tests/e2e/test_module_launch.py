@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -317,19 +318,38 @@ def test_the_bound_holds_across_host_names_and_local_ranks(launch: Launch) -> No
             "flag"]  # fmt: skip
     first, _, _ = launch.run(args)
     assert first["queues"] == "4"  # evaluated, stored
+    assert list(launch.cache.glob("*.json")), "not stored (a busy machine?)"
     (launch.work / "tp2.flag").write_text("")  # the truth is 8 now, unseen
 
     def pod(n: int, cache: str = "1") -> str:
         seen, _, _ = launch.run(
             args, env={"LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_CACHE": cache},
-            prefix=("unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"',
-                    f"pod-{n}"),
+            prefix=("unshare", "-u", "sh", "-c", 'hostname "$0" && "$@"',
+                    f"pod-{n}"),  # a pod: its own init starts the training
         )  # fmt: skip
         return str(seen["queues"])
 
     truth = [pod(n, cache="0") for n in range(5)]
     assert truth == ["8"] * 5
     assert [pod(n) for n in range(5)] == ["4", "4", "8", "8", "8"]
+    # Two ranks of one step at once, then that step again (a restart), against
+    # the same launches without the cache: this machine took the entry twice
+    # since it evaluated it, so they evaluate (one, the other takes its
+    # answer), and the restart takes what they stored.
+    (launch.work / "tp2.flag").unlink()  # the truth is 4 again, unseen
+
+    def ranks(cache: str) -> list[str]:
+        step = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": cache,
+                "ROCM_HWQ_AUTOSET_CACHE": cache}  # fmt: skip
+        with ThreadPoolExecutor(2) as pool:
+            seen = pool.map(lambda r: launch.run(args, env={**step, "LOCAL_RANK": r}),
+                            ["0", "1"])  # fmt: skip
+            found = [str(s["queues"]) for s, _, _ in seen]
+        again, _, _ = launch.run(args, env={**step, "LOCAL_RANK": "0"})
+        return [*found, str(again["queues"])]
+
+    assert ranks("0") == ["4"] * 3
+    assert ranks("1") == ["4"] * 3
 
 
 @pytest.mark.e2e

@@ -21,7 +21,9 @@ from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
 from rocm_hwq_autoset._model import Config
 from tests.fake_child import ANSWER, INPUTS, SETTINGS
+from tests.helpers import child_env
 
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Config(INPUTS, SETTINGS)
 RESULT = ANSWER["config"]  # an entry's result, as JSON
 REFUSED = Answer(refusal=ConfigError("no"))
@@ -342,6 +344,29 @@ def test_the_ranks_of_a_launch_count_once_as_they_start_together(
     assert cache.lookup("k", launch(0), take=True)[1] == "hit"
     monkeypatch.setattr(_cache.time, "time", lambda: later * 2)
     assert cache.lookup("k", launch(0), take=True)[0] is None  # a third launch
+
+
+def test_the_processes_one_process_started_are_one_launch() -> None:
+    """Without a job step's identifiers (ranks a script starts with ``&``,
+    this test starting two): the process that started them names the
+    launch; another parent, another launch."""
+    code = ("from rocm_hwq_autoset._evaluation.cache import launch_of;"
+            " print(launch_of({}))")  # fmt: skip
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    ours = {subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                           capture_output=True, check=True).stdout
+            for _ in range(2)}  # fmt: skip
+    assert len(ours) == 1
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -c "{code}"; true'],
+        env=env,
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    assert shell.stdout not in ours
+    step = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"}
+    assert _cache.launch_of(step) == _cache.launch_of(step, os.getppid())
 
 
 def test_another_machines_evaluation_does_not_reset_the_bound(
