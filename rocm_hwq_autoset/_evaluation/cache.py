@@ -270,21 +270,19 @@ def machine() -> str:
 
 
 #: Variables naming one launch of a job (a ``srun`` step, an ``mpirun``): its
-#: ranks take an entry once between them, within :data:`LAUNCH_SECONDS` of the
-#: first. Without them, the processes one process started (a script starting
-#: its ranks with ``&``) are one launch.
+#: ranks, alive together, take an entry once between them. Without them, the
+#: processes one process started (a script starting its ranks with ``&``) are
+#: one launch.
 LAUNCH_VARIABLES = (
     ("SLURM_JOB_ID", "SLURM_STEP_ID"), ("PMIX_NAMESPACE",),
     ("OMPI_MCA_ess_base_jobid",), ("FLUX_JOB_ID",),
 )  # fmt: skip
-#: How long after a launch first took an entry its other ranks take it as
-#: the same launch: ranks start together; the same identifiers later (a
-#: requeued job's step 0, a loop of launches in one step or from one
-#: process) are another launch.
-LAUNCH_SECONDS = 60
 #: A launch's line in the record of the times an entry was taken: its 16 hex
-#: digits and when it first took the entry (seconds since the epoch).
-LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,12})\n", re.ASCII)
+#: digits, and the process that took it for the launch (pid, start time): a
+#: rank of that launch takes it again while that process lives; once it ended,
+#: the same identifiers (a requeued job's step 0, the next launch of a loop in
+#: one step or one script) are another launch.
+LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,10}) ([0-9]{1,20})\n", re.ASCII)
 
 
 def launch_of(environ: Mapping[str, str], launcher: int | None = None) -> str:
@@ -298,22 +296,33 @@ def launch_of(environ: Mapping[str, str], launcher: int | None = None) -> str:
             found: list[Any] = [names, values]
             break
     else:
-        found = ["parent", _parent(os.getpid() if launcher is None else launcher)]
+        stat_fields = _stat(os.getpid() if launcher is None else launcher)
+        parent = None if stat_fields is None else int(stat_fields[1])
+        found = ["parent", parent, parent and _started(parent)]
+        if None in found:
+            found.append(_OWN)
     return hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]
 
 
-def _parent(pid: int) -> str:
-    """The process that started ``pid``: its pid and start time (in clock
-    ticks since boot: a pid used again is another process); a random one when
-    it cannot be read."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (the parent's
+    pid is the second, the start time the twentieth), or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            ppid = stat_file.read(4096).rpartition(b")")[2].split()[1]
-        with open(f"/proc/{int(ppid)}/stat", "rb") as stat_file:
-            started = stat_file.read(4096).rpartition(b")")[2].split()[19]
-        return f"{int(ppid)} {int(started)}"
-    except (OSError, IndexError, ValueError):
-        return _OWN
+            fields = stat_file.read(4096).rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def _started(pid: int) -> int | None:
+    """When the process ``pid`` started (clock ticks since boot: a pid used
+    again is another process), or None when there is none."""
+    fields = _stat(pid)
+    try:
+        return None if fields is None else int(fields[19])
+    except ValueError:
+        return None
 
 
 _OWN = secrets.token_hex(8)
@@ -419,7 +428,7 @@ class Cache:
             refused = self.take(key, environ, launcher)
         else:
             launch = launch_of(environ, launcher)
-            refused = _over(self.unchecked(key), launch, time.time())[0]
+            refused = _over(self.unchecked(key), launch)[0]
         if refused:
             return None, refused
         with contextlib.suppress(OSError):
@@ -429,7 +438,7 @@ class Cache:
     def served_file(self, key: str) -> str:
         return f"{key}.{machine()}.served"
 
-    def unchecked(self, key: str) -> list[tuple[str, int]] | None:
+    def unchecked(self, key: str) -> list[tuple[str, int, int]] | None:
         """The launches that took the entry on this machine since it last
         evaluated it (None: a record that cannot be trusted or read, counted
         as the most)."""
@@ -452,6 +461,7 @@ class Cache:
         that launches at once count each. ``launcher``: the process whose
         launch it is (:func:`launch_of`)."""
         mine = launch_of(environ, launcher)
+        taker = os.getpid() if launcher is None else launcher
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
             fd = os.open(self.served_file(key), flags, 0o600, dir_fd=self.dir())
@@ -462,12 +472,11 @@ class Cache:
             info = os.fstat(fd)
             problem = _untrusted(info) or ("" if stat.S_ISREG(info.st_mode) else "?")
             launches = None if problem else _launches(read_open(fd, MAX_SERVED_BYTES))
-            now = time.time()
-            refused, counted = _over(launches, mine, now)
+            refused, counted = _over(launches, mine)
             if refused or counted:
                 return refused
             os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, f"{mine} {int(now)}\n".encode())
+            os.write(fd, f"{mine} {taker} {_started(taker) or 0}\n".encode())
         except (OSError, ConfigError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
             return f"cannot note that the entry is taken ({why})"
@@ -684,27 +693,26 @@ def _content(variant: dict[str, Any]) -> str:
     return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
-def _launches(data: bytes) -> list[tuple[str, int]] | None:
-    """The launches of a record of the times an entry was taken, and when
-    each first took it (None: not a record of ours)."""
+def _launches(data: bytes) -> list[tuple[str, int, int]] | None:
+    """The launches of a record of the times an entry was taken, each with the
+    process that took it (None: not a record of ours)."""
     lines = data.splitlines(keepends=True)
     found = [LAUNCH.fullmatch(line) for line in lines]
     if not all(found):
         return None
-    return [(m.group(1).decode(), int(m.group(2))) for m in found if m is not None]
+    return [(m.group(1).decode(), int(m.group(2)), int(m.group(3)))
+            for m in found if m is not None]  # fmt: skip
 
 
-def _over(
-    launches: list[tuple[str, int]] | None, mine: str, now: float
-) -> tuple[str, bool]:
+def _over(launches: list[tuple[str, int, int]] | None, mine: str) -> tuple[str, bool]:
     """Why the launch ``mine`` cannot take an entry taken by ``launches``
     (None: as many as may be), or ""; and whether it took it already (a rank
-    of it, within :data:`LAUNCH_SECONDS` of its first)."""
+    of it, while the process that took it for the launch lives)."""
     if launches is None:
         counted = False
     else:
-        counted = any(launch == mine and now - at < LAUNCH_SECONDS
-                      for launch, at in launches)  # fmt: skip
+        counted = any(launch == mine and start and _started(pid) == start
+                      for launch, pid, start in launches)  # fmt: skip
         if counted or len(launches) < MAX_UNCHECKED:
             return "", counted
     refused = (f"taken {MAX_UNCHECKED} times on this machine with no evaluation of"

@@ -325,25 +325,19 @@ def test_no_history_resets_the_bound(cache: Cache) -> None:
     assert len(lines) == _cache.MAX_UNCHECKED
 
 
-def test_the_ranks_of_a_launch_count_once_as_they_start_together(
-    cache: Cache, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The ranks of one job step start together: they take the entry as one
-    launch. The same step's identifiers a minute later (a requeued job's step
-    0 again, a loop of launches within one step) are another launch."""
+def test_the_ranks_of_a_launch_count_once_while_it_runs(cache: Cache) -> None:
+    """The ranks of one job step run together: while the process that took
+    the entry for their launch lives, they take it as that launch. Once it
+    ended, the same step's identifiers (a requeued job's step 0 again, a loop
+    of launches within one step or one script) are another launch."""
     cache.store("k", CONFIG, NO_DEPS)
-    now = time.time()
-    monkeypatch.setattr(_cache.time, "time", lambda: now)
-    for _ in range(5):  # five ranks of one step
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    assert cache.take("k", launch(0), launcher=ended.pid) == ""
+    for _ in range(3):  # this process's launch, three ranks: one more
         assert cache.lookup("k", launch(0), take=True)[1] == "hit"
-    assert len(cache.unchecked("k") or []) == 1
-    later = now + _cache.LAUNCH_SECONDS
-    monkeypatch.setattr(_cache.time, "time", lambda: later)
-    assert cache.lookup("k", launch(0), take=True)[1] == "hit"  # again: counted
-    assert cache.lookup("k", launch(0), take=True)[1] == "hit"  # its rank
-    assert cache.lookup("k", launch(0), take=True)[1] == "hit"
-    monkeypatch.setattr(_cache.time, "time", lambda: later * 2)
-    assert cache.lookup("k", launch(0), take=True)[0] is None  # a third launch
+    assert len(cache.unchecked("k") or []) == 2
+    assert cache.lookup("k", launch(1), take=True)[0] is None  # a third launch
 
 
 def test_the_processes_one_process_started_are_one_launch() -> None:

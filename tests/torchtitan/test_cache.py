@@ -237,10 +237,9 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
     ``python``, a log named after a module beside the recipe, each rank's own
     GPU: no miss. Was: a miss for each. The ranks of one ``srun`` step (one
     job id and step id) are one launch for the bound on unchecked hits
-    (``MAX_UNCHECKED``): they count once between them (as they start
-    together: ``LAUNCH_SECONDS``), so none of them evaluates for it (was,
-    issue #36: the second launch of local rank 0 and then rank 1
-    evaluated)."""
+    (``MAX_UNCHECKED``): they count once between them (they run together),
+    so none of them evaluates for it (was, issue #36: the second launch of
+    local rank 0 and then rank 1 evaluated)."""
     jobs = [work.root / f"job-{n}" for n in (1, 2)]
     for folder in jobs:
         folder.mkdir()
@@ -269,12 +268,11 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
     assert job(2, 0) == ("4", "hit")  # a new job: its TMPDIR, ids
     (work.work / "torchtitan.200.log").write_text("a new job's log\n")
     (work.work / "my_recipes.200.out").write_text("and its output\n")
-    assert job(2, 0) == ("4", "hit")
     assert work.evaluations() == 1
-    # srun --gpus-per-task=1: a GPU of its own; the ranks start together
+    # srun --gpus-per-task=1: a GPU of its own; the ranks run together
     from concurrent.futures import ThreadPoolExecutor
 
-    ranks = [(1, "python"), (2, "python"), (3, "python"), (0, "python3")]
+    ranks = [(0, "python"), (1, "python"), (2, "python"), (3, "python3")]
     with ThreadPoolExecutor(len(ranks)) as pool:
         seen = list(pool.map(lambda r: job(2, *r), ranks))
     assert seen == [("4", "hit")] * len(ranks)
