@@ -278,11 +278,14 @@ LAUNCH_VARIABLES = (
     ("OMPI_MCA_ess_base_jobid",), ("FLUX_JOB_ID",),
 )  # fmt: skip
 #: A launch's line in the record of the times an entry was taken: its 16 hex
-#: digits, and the process that took it for the launch (pid, start time): a
-#: rank of that launch takes it again while that process lives; once it ended,
-#: the same identifiers (a requeued job's step 0, the next launch of a loop in
-#: one step or one script) are another launch.
-LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,10}) ([0-9]{1,20})\n", re.ASCII)
+#: digits, the process that took it for the launch (pid, start time) and when
+#: (seconds since the epoch): a rank of that launch takes it again while that
+#: process lives, or within :data:`LAUNCH_SECONDS` (ranks start together, and
+#: one may end at once); after, the same identifiers (a requeued job's step 0,
+#: the next launch of a loop in one step or one script) are another launch.
+LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,10}) ([0-9]{1,20}) ([0-9]{1,12})\n",
+                    re.ASCII)  # fmt: skip
+LAUNCH_SECONDS = 10
 
 
 def launch_of(environ: Mapping[str, str], launcher: int | None = None) -> str:
@@ -438,7 +441,7 @@ class Cache:
     def served_file(self, key: str) -> str:
         return f"{key}.{machine()}.served"
 
-    def unchecked(self, key: str) -> list[tuple[str, int, int]] | None:
+    def unchecked(self, key: str) -> list[tuple[str, int, int, int]] | None:
         """The launches that took the entry on this machine since it last
         evaluated it (None: a record that cannot be trusted or read, counted
         as the most)."""
@@ -476,7 +479,8 @@ class Cache:
             if refused or counted:
                 return refused
             os.lseek(fd, 0, os.SEEK_END)
-            os.write(fd, f"{mine} {taker} {_started(taker) or 0}\n".encode())
+            line = f"{mine} {taker} {_started(taker) or 0} {int(time.time())}\n"
+            os.write(fd, line.encode())
         except (OSError, ConfigError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
             return f"cannot note that the entry is taken ({why})"
@@ -693,26 +697,33 @@ def _content(variant: dict[str, Any]) -> str:
     return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
-def _launches(data: bytes) -> list[tuple[str, int, int]] | None:
+def _launches(data: bytes) -> list[tuple[str, int, int, int]] | None:
     """The launches of a record of the times an entry was taken, each with the
     process that took it (None: not a record of ours)."""
     lines = data.splitlines(keepends=True)
     found = [LAUNCH.fullmatch(line) for line in lines]
     if not all(found):
         return None
-    return [(m.group(1).decode(), int(m.group(2)), int(m.group(3)))
+    return [(m.group(1).decode(), int(m.group(2)), int(m.group(3)), int(m.group(4)))
             for m in found if m is not None]  # fmt: skip
 
 
-def _over(launches: list[tuple[str, int, int]] | None, mine: str) -> tuple[str, bool]:
+def _over(
+    launches: list[tuple[str, int, int, int]] | None, mine: str
+) -> tuple[str, bool]:
     """Why the launch ``mine`` cannot take an entry taken by ``launches``
     (None: as many as may be), or ""; and whether it took it already (a rank
-    of it, while the process that took it for the launch lives)."""
+    of it, while the process that took it for the launch lives, or within
+    :data:`LAUNCH_SECONDS`)."""
     if launches is None:
         counted = False
     else:
-        counted = any(launch == mine and start and _started(pid) == start
-                      for launch, pid, start in launches)  # fmt: skip
+        now = time.time()
+        counted = any(
+            launch == mine
+            and (0 <= now - at < LAUNCH_SECONDS or (start and _started(pid) == start))
+            for launch, pid, start, at in launches
+        )
         if counted or len(launches) < MAX_UNCHECKED:
             return "", counted
     refused = (f"taken {MAX_UNCHECKED} times on this machine with no evaluation of"

@@ -327,13 +327,21 @@ def test_no_history_resets_the_bound(cache: Cache) -> None:
 
 def test_the_ranks_of_a_launch_count_once_while_it_runs(cache: Cache) -> None:
     """The ranks of one job step run together: while the process that took
-    the entry for their launch lives, they take it as that launch. Once it
-    ended, the same step's identifiers (a requeued job's step 0 again, a loop
-    of launches within one step or one script) are another launch."""
+    the entry for their launch lives, or within ``LAUNCH_SECONDS`` of it (a
+    rank may end at once), they take it as that launch. After, the same
+    step's identifiers (a requeued job's step 0 again, a loop of launches
+    within one step or one script) are another launch."""
     cache.store("k", CONFIG, NO_DEPS)
     ended = subprocess.Popen(["true"])
     ended.wait()
     assert cache.take("k", launch(0), launcher=ended.pid) == ""
+    assert cache.lookup("k", launch(0), take=True)[1] == "hit"  # at once: a rank
+    assert len(cache.unchecked("k") or []) == 1
+    # its record aged past the moment ranks start together
+    path = Path(cache.path, cache.served_file("k"))
+    line = path.read_text().split()
+    line[3] = str(int(line[3]) - _cache.LAUNCH_SECONDS)
+    path.write_text(" ".join(line) + "\n")
     for _ in range(3):  # this process's launch, three ranks: one more
         assert cache.lookup("k", launch(0), take=True)[1] == "hit"
     assert len(cache.unchecked("k") or []) == 2
