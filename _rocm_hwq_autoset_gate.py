@@ -8,19 +8,20 @@ runs a substring filter in every process and calls :func:`start` where it
 matches; on Python 3.15+ ``rocm_hwq_autoset.start`` names :func:`start` (PEP
 829) and ``site`` calls it in every process. :func:`start` runs the hook
 (``rocm_hwq_autoset._hook``) only for a launch, and never raises, prints or
-writes. The ``doctor`` command asks :func:`may_be_launch` too.
+writes. It decides, and does nothing else; the package never imports it.
 
 The switch's off values are a literal copy of ``_environ.OFF_VALUES``
 (tests/unit/test_environ.py holds them equal); whether arguments make a launch
 is then decided exactly by ``_argv.find_launch``, for which this test never
 stays shut (tests/unit/test_gate.py, tests/unit/test_properties.py).
 
-Python 3.9 has no ``sys.orig_argv``: there :func:`command_line` reads the
-process's command line from ``/proc/self/cmdline`` where a ``python -m M``
-needs it (the gate and ``_argv.program``), never on the idle path. The
-console script's entry is :func:`main` here too: this module stays where the
-package's files may be gone (an editable install whose checkout moved), and
-says so in one line.
+The flags that open it are a literal copy of the launch forms' own
+(``_argv.Form.opens``; tests/unit/test_gate.py holds them equal). Python 3.9
+has no ``sys.orig_argv``: there, for a ``--module`` argument only, the
+process's command line comes from ``_rocm_hwq_autoset_cmdline`` beside it.
+Where the package cannot be imported, the verbose line says so in the words
+of ``_rocm_hwq_autoset_reinstall`` (which the console script,
+``_rocm_hwq_autoset_cli``, says too).
 """
 
 import os
@@ -29,7 +30,6 @@ import sys
 TYPE_CHECKING = False  # not typing's: importing typing costs start-up time
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import TextIO
 
 #: An argument that is one of these (alone or ``=VALUE``) makes a TOML launch.
 CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
@@ -69,49 +69,19 @@ def may_be_launch(
     if MODULE_FLAG not in flags:
         return False
     if own and orig_argv is None and argv[0] == "-m":  # Python 3.9's python -m M
-        orig_argv = command_line(argv)
+        orig_argv = _command_line(argv)
     named = list(orig_argv or [""])[1:] or argv
     return any("torchtitan" in str(arg) for arg in named)
 
 
-#: Where Linux keeps a process's whole command line, each argument ended by a
-#: NUL: what ``sys.orig_argv`` holds on 3.10+.
-PROC_CMDLINE = "/proc/self/cmdline"
-#: Most bytes of it read. The kernel's own limit for one argument is 128 KiB
-#: (``MAX_ARG_STRLEN``); a torchtitan launch's line is a few hundred bytes. A
-#: longer line is not read: the process is then taken as Python 3.9 sees it.
-MAX_CMDLINE_BYTES = 128 << 10
-
-
-def command_line(argv: "Sequence[object]") -> "list[str] | None":
-    """This process's whole command line, as ``sys.orig_argv`` gives it on
-    Python 3.10+, for a process whose ``sys.argv`` is ``argv``: at start-up a
-    ``python -m M ARGS`` has ``["-m", ARGS...]`` there, without M. From
-    :data:`PROC_CMDLINE`, bounded; None where there is none (not
-    Linux), it is longer than :data:`MAX_CMDLINE_BYTES`, or it does not end
-    with the arguments ``argv`` holds (not this process's, or changed)."""
+def _command_line(argv: "Sequence[object]") -> "list[str] | None":
+    """This process's command line where Python has no ``sys.orig_argv``
+    (3.9): ``_rocm_hwq_autoset_cmdline``'s, its one home; None without it."""
     try:
-        fd = os.open(PROC_CMDLINE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        from _rocm_hwq_autoset_cmdline import command_line
+    except ImportError:
         return None
-    data = b""
-    try:
-        while len(data) <= MAX_CMDLINE_BYTES:
-            chunk = os.read(fd, MAX_CMDLINE_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_CMDLINE_BYTES or not data.endswith(b"\0"):
-        return None
-    words = [os.fsdecode(word) for word in data[:-1].split(b"\0")]
-    args = [str(arg) for arg in argv[1:]]
-    if len(words) < len(args) + 2 or words[len(words) - len(args) :] != args:
-        return None  # the interpreter and the module, at least, before ARGS
-    return words
+    return command_line(argv)
 
 
 def start() -> None:
@@ -126,105 +96,23 @@ def start() -> None:
             except ImportError as exc:
                 level = os.environ.get("ROCM_HWQ_AUTOSET_LOG", "")
                 if level.strip().lower() == "verbose" and not _said:
+                    from _rocm_hwq_autoset_reinstall import unimportable
+
                     _said.append(True)  # site may run the .pth line twice
-                    _write(
-                        sys.stderr,
-                        f"{PROG}: warning: {unimportable(exc)};"
-                        " GPU_MAX_HW_QUEUES left unset\n",
-                    )
+                    if sys.stderr is not None:
+                        sys.stderr.write(
+                            f"{PROG}: warning: {unimportable(exc)};"
+                            " GPU_MAX_HW_QUEUES left unset\n"
+                        )
+                        sys.stderr.flush()
                 return
             run()
     except Exception:
         pass
 
 
+#: How a line of the package starts (``_environ.NAME``).
 PROG = "rocm-hwq-autoset"
-DISTRIBUTION = "rocm-hwq-autoset"
 #: Whether :func:`start` said that the package cannot be imported: once a
 #: process (a venv can list its site-packages twice).
 _said: "list[bool]" = []
-
-
-def main() -> int:
-    """The ``rocm-hwq-autoset`` console script: the package's command line
-    (``rocm_hwq_autoset._cli.main``). Where the package cannot be imported,
-    one line on stderr naming what is missing and the command that
-    reinstalls it, exit 2; with ``--json``, ``{"error": ...}`` on stdout, and
-    with ``--export``, ``false`` (so that ``eval "$(...)"`` fails), as the
-    command line itself answers a failure (``_cli.failure_output``)."""
-    try:
-        from rocm_hwq_autoset._cli import main as cli
-    except ImportError as exc:
-        message = unimportable(exc)
-        args = list(sys.argv[1:])
-        own = args[: args.index("--")] if "--" in args else args
-        names = {arg.partition("=")[0] for arg in own}
-        if "--json" in names:
-            import json
-
-            _write(sys.stdout, json.dumps({"error": message}) + "\n")
-        elif "--export" in names:
-            _write(sys.stdout, "false\n")
-        _write(sys.stderr, f"{PROG}: error: {message}\n")
-        return 2
-    return cli()
-
-
-def unimportable(exc: ImportError) -> str:
-    """What an import of the package that failed says: the module missing and
-    the command that reinstalls it."""
-    try:
-        how, command = reinstall()
-    except Exception:  # a broken distribution's metadata: the plain command
-        how, command = "", f"pip install --force-reinstall --no-deps {DISTRIBUTION}"
-    return (
-        f"the package cannot be imported ({type(exc).__name__}: {exc}):"
-        f" its files are missing{how}; reinstall: {command}"
-    )
-
-
-def reinstall() -> "tuple[str, str]":
-    """How this interpreter's ``rocm-hwq-autoset`` was installed (`` (an
-    editable install of PATH)``, `` (installed from PATH)``, or ``""`` for one
-    from the index), and the command that installs it again the same way, as
-    the distribution's ``direct_url.json`` (PEP 610) records it: ``pip install
-    -e CHECKOUT`` for an editable install, ``pip install --force-reinstall
-    --no-deps`` of the same source otherwise (the name alone: the index)."""
-    import json
-    import shlex
-    from importlib import metadata
-    from urllib.parse import unquote, urlsplit
-
-    pip = f"{shlex.quote(sys.executable)} -m pip install"
-    again = f"{pip} --force-reinstall --no-deps"
-    try:
-        recorded = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-    except metadata.PackageNotFoundError:  # run from a checkout, never installed
-        return " (no installed distribution)", f"{pip} CHECKOUT (or a wheel)"
-    if not recorded:  # from the package index
-        return "", f"{again} {DISTRIBUTION}"
-    info = json.loads(recorded)
-    url = str(info.get("url", ""))
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        where = unquote(parts.path)
-        if (info.get("dir_info") or {}).get("editable"):
-            return (
-                f" (an editable install of {where})",
-                f"{pip} -e {shlex.quote(where)}",
-            )
-        return f" (installed from {where})", f"{again} {shlex.quote(where)}"
-    vcs_info = info.get("vcs_info") or {}
-    vcs, commit = vcs_info.get("vcs"), vcs_info.get("commit_id")
-    source = f"{vcs}+{url}" + (f"@{commit}" if commit else "") if vcs else url
-    return f" (installed from {source})", f"{again} {shlex.quote(source)}"
-
-
-def _write(stream: "TextIO | None", text: str) -> None:
-    """``text`` on a stream that may be closed (None) or refuse it."""
-    try:
-        if stream is not None:
-            stream.write(text)
-            stream.flush()
-    except Exception:
-        pass

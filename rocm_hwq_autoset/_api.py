@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._argv import cli_overrides
+from ._argv import MODULE, TOML, cli_overrides
 from ._config import ConfigError, from_object, merge
-from ._environ import MODULE_FORM, TOML_FORM
 from ._model import Recommendation, read_inputs
 
 TYPE_CHECKING = False
@@ -61,9 +60,10 @@ def recommend(
     overrides = cli_overrides(argv)
     if config is None or isinstance(config, Mapping):
         settings = merge(config, overrides)
-        form = TOML_FORM
+        form = TOML
     else:
         settings = from_object(config, overrides)
-        form = MODULE_FORM
+        form = MODULE
     moe = None if is_moe is None else (is_moe, "given")
-    return Recommendation(read_inputs(settings, moe, form=form), world_size, settings)
+    inputs = read_inputs(settings, moe, toolkit_passes=form.toolkit_passes)
+    return Recommendation(inputs, world_size, settings)

@@ -4,9 +4,9 @@
   in a torchrun launcher, which program torchrun will run: torchrun's own
   options are parsed as ``torch.distributed.run``'s parser parses them, so a
   value of one of its options is never taken for the program.
-* The launch: a TOML job config (``--job.config_file``, the TOML era, in any
-  program), or ``--module M --config FN`` (torchtitan >= 0.3.0) given to a
-  torchtitan program.
+* The launch and its form (:class:`Form`): a TOML job config
+  (``--job.config_file``, the TOML era, in any program), or ``--module M
+  --config FN`` (torchtitan >= 0.3.0) given to a torchtitan program.
 * Overrides of the fields the model reads, parsed as tyro parses them:
   ``--section.field VALUE`` / ``=VALUE``, ``_`` and ``-`` alike in names,
   ``--no-``/``--no_`` for false, comma lists, the last flag wins.
@@ -49,7 +49,7 @@ def program(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> tuple[str, st
     At start-up ``sys.argv[0]`` is ``"-m"`` for a module; its name is in
     ``sys.orig_argv`` (3.10+) just before the arguments ``sys.argv`` holds.
     Python 3.9 has none: for this process's own ``sys.argv`` it is read from
-    ``/proc/self/cmdline`` then (the gate module's ``command_line``).
+    ``/proc/self/cmdline`` then (``_rocm_hwq_autoset_cmdline.command_line``).
     """
     first = argv[0] if argv else ""
     if first == "-m":
@@ -69,10 +69,10 @@ def program(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> tuple[str, st
 
 def _command_line(argv: Sequence[str]) -> Sequence[str]:
     """This process's command line where Python has no ``sys.orig_argv``
-    (3.9), as the gate module reads it (one home); none without that module
-    (the hook does not run then either)."""
+    (3.9), as the gate reads it too (one home, beside the package); none
+    without that module."""
     try:
-        from _rocm_hwq_autoset_gate import command_line
+        from _rocm_hwq_autoset_cmdline import command_line
     except ImportError:
         return ()
     return command_line(argv) or ()
@@ -189,6 +189,64 @@ CONFIG_FILE_FLAGS = ("--job.config_file", "--job.config-file")
 MODULE_FLAG, CONFIG_FLAG = "--module", "--config"
 
 
+class Form(str):
+    """A launch form, equal to its name as the marker and ``--json`` give it
+    (``job.config_file``, ``--module``): which flags make it, and for which
+    programs; which of them open the start-up gate; how its config is named
+    (a file, or a registry's module and function); whether it is evaluated in
+    a child; how its failures are said. The hook, the decision, the wing and
+    the commands ask it. A new form is a new instance in :data:`FORMS` (its
+    name in ``_environ.FORMS``, its opening flags in the gate module)."""
+
+    flags: tuple[str, ...]
+    """The arguments that make it (alone or ``=VALUE``)."""
+    opens: tuple[str, ...]
+    """Those that open the start-up gate: a literal copy there
+    (``tests/unit/test_gate.py`` holds it to these)."""
+    torchtitan_only: bool
+    """Made only for a torchtitan program (the gate: a command line naming
+    torchtitan)."""
+    config_file: Callable[[Sequence[str]], str | None] | None
+    """The reader of its TOML job config's path, or None."""
+    registry: Callable[[Sequence[str]], tuple[str, str]] | None
+    """The reader of its registry's ``(module, config function)``, or None."""
+    in_child: bool
+    """Its config is Python that imports torch: evaluated in a child
+    interpreter, whose launcher hands its workers the value and the inputs."""
+    toolkit_passes: bool
+    """``compile.passes`` names the TOML era's ``compiler_toolkit`` passes
+    (``_model.read_inputs``)."""
+    where: str
+    """Said before a failure whose cause names no source."""
+
+    def __new__(
+        cls,
+        name: str,
+        flags: tuple[str, ...],
+        *,
+        opens: tuple[str, ...],
+        torchtitan_only: bool = False,
+        config_file: Callable[[Sequence[str]], str | None] | None = None,
+        registry: Callable[[Sequence[str]], tuple[str, str]] | None = None,
+        in_child: bool = False,
+        toolkit_passes: bool = False,
+        where: str = "",
+    ) -> Form:
+        self = super().__new__(cls, name)
+        self.flags, self.opens = flags, opens
+        self.torchtitan_only = torchtitan_only
+        self.config_file, self.registry = config_file, registry
+        self.in_child, self.toolkit_passes, self.where = in_child, toolkit_passes, where
+        return self
+
+    def made_in(self, args: Sequence[str], prog: tuple[str, str]) -> str | None:
+        """The first argument of ``args`` that makes this form for program
+        ``prog``, or None."""
+        if self.torchtitan_only and not is_torchtitan(*prog):
+            return None
+        return next((a for a in args if _is_flag(a, self.flags)), None)
+
+
 class Launch:
     """A torchtitan training launch: a TOML job config, or ``--module``/``--config``.
 
@@ -208,8 +266,8 @@ class Launch:
         in_process: bool,
         program: tuple[str, str] = ("module", "torchtitan.train"),
     ) -> None:
-        self.form = form
-        """``toml`` or ``module``."""
+        self.form = form_named(form)
+        """Its :class:`Form` (given as one, or by its name)."""
         self.args = tuple(args)
         """The training arguments (after the program where a launcher names it)."""
         self.in_process = in_process
@@ -219,9 +277,9 @@ class Launch:
         """The program that runs the training, as :func:`program` names it
         (``("module", M)``, ``("script", PATH)`` ...): it decides where that
         interpreter imports from first."""
-        toml = form == TOML_FORM
-        self._config_file = _read(config_file_arg, args) if toml else (None, None)
-        self._registry = _read(module_args, args) if not toml else (None, None)
+        file, registry = self.form.config_file, self.form.registry
+        self._config_file = _read(file, args) if file else (None, None)
+        self._registry = _read(registry, args) if registry else (None, None)
         self._overrides = _read(cli_overrides, args)
 
     @property
@@ -248,7 +306,8 @@ class Launch:
         return found
 
     def __repr__(self) -> str:
-        return f"Launch({self.form!r}, {self.args!r}, in_process={self.in_process})"
+        form = str(self.form)
+        return f"Launch({form!r}, {self.args!r}, in_process={self.in_process})"
 
 
 def find_launch(argv: Sequence[str], orig_argv: Sequence[str] = ()) -> Launch | None:
@@ -288,23 +347,15 @@ def launch_in(
     torchtitan's or not, else None; the commands read their training arguments
     here too, as ``python -m torchtitan.train``'s. ``ConfigError`` for both
     forms at once (see :func:`find_launch`)."""
-    toml = next((a for a in args if _is_flag(a, CONFIG_FILE_FLAGS)), None)
-    module = None
-    if is_torchtitan(*prog):
-        module = next(
-            (a for a in args if _is_flag(a, (MODULE_FLAG, CONFIG_FLAG))), None
-        )
-    if toml is not None and module is not None:
+    made = [(form, arg) for form in FORMS
+            for arg in [form.made_in(args, prog)] if arg is not None]  # fmt: skip
+    if len(made) > 1:
         raise ConfigError(
             "two launch forms at once: torchtitan 0.3.0 takes --module/--config"
             " and refuses --job.config_file, the TOML era the reverse; give one",
-            f"{module.partition('=')[0]} and {toml.partition('=')[0]}",
+            " and ".join(arg.partition("=")[0] for _, arg in reversed(made)),
         )
-    if toml is not None:
-        return Launch(TOML_FORM, args, in_process, prog)
-    if module is not None:
-        return Launch(MODULE_FORM, args, in_process, prog)
-    return None
+    return Launch(made[0][0], args, in_process, prog) if made else None
 
 
 def _read(
@@ -376,6 +427,24 @@ def module_args(args: Sequence[str]) -> tuple[str, str]:
                 flag,
             )
     return found[MODULE_FLAG], found[CONFIG_FLAG]
+
+
+#: A TOML job config: the TOML era's torchtitan, any program.
+TOML = Form(TOML_FORM, CONFIG_FILE_FLAGS, opens=CONFIG_FILE_FLAGS,
+            config_file=config_file_arg, toolkit_passes=True)  # fmt: skip
+#: torchtitan >= 0.3.0's config registry, for a torchtitan program.
+MODULE = Form(MODULE_FORM, (MODULE_FLAG, CONFIG_FLAG), opens=(MODULE_FLAG,),
+              torchtitan_only=True, registry=module_args, in_child=True,
+              where="--module/--config: ")  # fmt: skip
+#: The launch forms, in the order a command line is searched for them.
+FORMS = (TOML, MODULE)
+_BY_NAME = {str(form): form for form in FORMS}
+
+
+def form_named(name: str) -> Form:
+    """The form ``name`` names (a :class:`Form` is its own name); KeyError for
+    none."""
+    return _BY_NAME[name]
 
 
 # Overrides of the fields the model reads.

@@ -15,20 +15,19 @@ result into the final outcome. Both forms reach Q through :func:`recommend_launc
 
 from __future__ import annotations
 
+from ._argv import FORMS, TOML, Form, form_named
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
     HIP_DEFAULT_QUEUES,
     INPUTS,
     INVALID,
-    MODULE_FORM,
     NAME,
     OFF,
     QUEUES,
     QUIET,
     SWITCH,
     TIMEOUT,
-    TOML_FORM,
     UNSET,
     VERBOSE,
     WORLD_SIZE,
@@ -110,7 +109,8 @@ class Outcome:
         """For a ``--module`` launch, the model's inputs its workers get."""
         if self.rec is None or self.marker is None:
             return None
-        return self.rec.inputs if self.marker.endswith(MODULE_FORM) else None
+        name = self.marker.partition(" ")[2]
+        return self.rec.inputs if name in FORMS and form_named(name).in_child else None
 
     @property
     def message(self) -> str:
@@ -173,8 +173,8 @@ def decide(
     inherited = marker(environ)
     if inherited is not None and inherited[0] == UNSET:
         return _skip(f"the launcher's {inherited[1]} evaluation failed and said so")
-    if inherited is not None and inherited[1] == MODULE_FORM:
-        return _inherit(environ, inherited[0])
+    if inherited is not None and form_named(inherited[1]).in_child:
+        return _inherit(environ, inherited[0], form_named(inherited[1]))
     if launch is None:
         return _skip("no --job.config_file and no torchtitan --module/--config")
     if mode != FORCE:
@@ -182,16 +182,16 @@ def decide(
         if not on_rocm:
             return _skip(f"not ROCm: {evidence}")
     if isinstance(launch, ConfigError):  # said like a config torchtitan refuses
-        return failed(TOML_FORM, launch)
+        return failed(TOML, launch)
     try:
         size = world_size(environ)
-        if launch.form == MODULE_FORM:
+        if launch.form.in_child:
             _module, _config = launch.registry  # both, with values: torchtitan's need
             return launch
         rec = recommend(size)
     except ConfigError as exc:
         return failed(launch.form, exc)
-    return _value(environ, rec, TOML_FORM)
+    return _value(environ, rec, launch.form)
 
 
 def recommend_launch(
@@ -206,7 +206,7 @@ def recommend_launch(
     a ``--module`` launch brings its evaluation's ``config`` (from the child or
     the cache). The world size resolves ``data_parallel_shard_degree = -1`` in
     both forms alike."""
-    if launch.form == MODULE_FORM:
+    if launch.form.in_child:
         if config is None:
             raise ConfigError("a --module/--config launch needs its evaluation")
         return Recommendation(config.inputs, world_size, config.settings)
@@ -218,7 +218,8 @@ def recommend_launch(
             raise ConfigError("a TOML launch needs its reader")
         toml = read_toml(path)  # torchtitan reads the file before the flags
         settings = merge(toml, launch.overrides, path)
-    return Recommendation(read_inputs(settings), world_size, settings)
+    inputs = read_inputs(settings, toolkit_passes=launch.form.toolkit_passes)
+    return Recommendation(inputs, world_size, settings)
 
 
 def conclude(
@@ -231,12 +232,12 @@ def conclude(
     """The final outcome of a ``--module`` launch, from its evaluation: the
     config, or why there is none."""
     if isinstance(result, ConfigError):
-        return failed(MODULE_FORM, result)
+        return failed(launch.form, result)
     try:
         rec = recommend_launch(launch, world_size(environ), config=result)
     except ConfigError as exc:
-        return failed(MODULE_FORM, exc)
-    return _value(environ, rec, MODULE_FORM, cached=cached)
+        return failed(launch.form, exc)
+    return _value(environ, rec, launch.form, cached=cached)
 
 
 def waiting(launch: Launch, left: float) -> Outcome:
@@ -263,10 +264,10 @@ def interrupted(exc: BaseException, waited: float) -> Outcome:
     )
 
 
-def failed(form: str, error: ConfigError) -> Outcome:
+def failed(form: Form, error: ConfigError) -> Outcome:
     """Nothing set, one warning; the marker tells this process's children (a
     launcher's workers) that it failed, so they neither retry nor warn again."""
-    where = "" if error.source or form == TOML_FORM else "--module/--config: "
+    where = "" if error.source else form.where
     return Outcome(
         WARNING,
         where + str(error),
@@ -275,7 +276,7 @@ def failed(form: str, error: ConfigError) -> Outcome:
     )
 
 
-def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
+def _inherit(environ: Mapping[str, str], value: str, form: Form) -> Outcome:
     """A worker of a ``--module`` launcher: the launcher's value, or, with
     ``WORLD_SIZE`` and the launcher's inputs, the same model applied here."""
     try:
@@ -289,13 +290,13 @@ def _inherit(environ: Mapping[str, str], value: str) -> Outcome:
         )
     if size is None or inputs is None:
         return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
-    return _value(environ, Recommendation(inputs, size), MODULE_FORM)
+    return _value(environ, Recommendation(inputs, size), form)
 
 
 def _value(
     environ: Mapping[str, str],
     rec: Recommendation,
-    form: str,
+    form: Form,
     *,
     cached: bool = False,
 ) -> Outcome:

@@ -19,8 +19,8 @@ TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: The package's name as it shows itself: its command, the prefix of its lines,
-#: its cache's folder, who set a value it set.
+#: The package's name as it shows itself: its distribution (``pip list``), its
+#: command, the prefix of its lines, its cache's folder, who set a value it set.
 NAME = "rocm-hwq-autoset"
 
 # HIP's own variable.

@@ -22,7 +22,7 @@ it out and the ``verify`` command that settles it on a profiler trace.
 from __future__ import annotations
 
 from ._config import ConfigError
-from ._environ import MODULE_FORM, NAME, TOML_FORM
+from ._environ import NAME
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def read_inputs(
     settings: Mapping[str, Setting],
     moe: tuple[bool, str] | None = None,
     *,
-    form: str = TOML_FORM,
+    toolkit_passes: bool = True,
     dist_gemm: bool = False,
 ) -> Inputs:
     """The model's inputs from a config's fields, read as PR #4032 reads a
@@ -171,8 +171,9 @@ def read_inputs(
     form looks; a TOML job config names none).
 
     Cudagraph is on as the PR reads it, ``compile.enable_passes`` and no
-    ``cudagraph_pass`` in ``compile.disable_passes``; in a TOML launch
-    (``form``), also with ``"cudagraph"`` in ``compile.passes`` (the TOML era's
+    ``cudagraph_pass`` in ``compile.disable_passes``; with ``toolkit_passes``
+    (a TOML launch: its form's ``_argv.Form.toolkit_passes``), also with
+    ``"cudagraph"`` in ``compile.passes`` (the TOML era's
     ``compiler_toolkit``). A ``--module`` launch (torchtitan 0.3.0, whose
     ``compile.passes`` means something else) reads the PR's rule alone.
 
@@ -190,7 +191,7 @@ def read_inputs(
     cudagraph = get("compile.enable_passes") and (
         CUDAGRAPH_PASS not in get("compile.disable_passes")
     )
-    if form != MODULE_FORM:
+    if toolkit_passes:
         cudagraph = cudagraph or CUDAGRAPH_TOOLKIT_PASS in get("compile.passes")
     isolation = (
         get(EP_OVERLAP)

@@ -19,7 +19,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._argv import Launch, launch_in
+from .._argv import TOML, Launch, launch_in
 from .._config import ConfigError, load_toml
 from .._decision import (
     MAX_LINE,
@@ -37,11 +37,10 @@ from .._decision import (
 )
 from .._environ import (
     INPUTS,
-    MODULE_FORM,
     NAME,
     ORIGIN,
     QUEUES,
-    TOML_FORM,
+    WORLD_SIZE,
     QueuesSetting,
     timeout,
 )
@@ -133,7 +132,7 @@ def training_environ(world: int | None) -> dict[str, str]:
     if world is not None:
         if world < 1:
             raise ConfigError(f"{world} must be >= 1", "--world-size")
-        environ["WORLD_SIZE"] = str(world)
+        environ[WORLD_SIZE] = str(world)
     return environ
 
 
@@ -142,7 +141,7 @@ def launch_of(training: Sequence[str]) -> Launch:
     it in such a process (``_argv.launch_in``), else torchtitan's defaults (and
     the flags given) as a TOML launch without a file. ``ConfigError`` for both
     forms at once."""
-    return launch_in(training) or Launch(TOML_FORM, training, True)
+    return launch_in(training) or Launch(TOML, training, True)
 
 
 #: What ``doctor`` says of a launch it checked as the hook would on ROCm.
@@ -179,7 +178,7 @@ class Reading:
     @property
     def source(self) -> str:
         """Where the config comes from, in words."""
-        if self.launch.form == MODULE_FORM:
+        if self.launch.form.in_child:
             module, config = self.launch.registry
             return f"--module {module} --config {config} (torchtitan's config registry)"
         return self.launch.config_file or "none: torchtitan's defaults"
@@ -210,7 +209,7 @@ class Reading:
         names what is wrong: the arguments, the config, or the evaluation."""
         if self._rec is None:
             config: Config | None = None
-            if self.launch.form == MODULE_FORM:
+            if self.launch.form.in_child:
                 result = self.config()
                 if isinstance(result, ConfigError):
                     raise result  # the child's answer, raised once, here
@@ -238,7 +237,7 @@ class Reading:
         try:  # a --module launch: evaluated here
             config = self.config()
         except ConfigError as exc:
-            return failed(MODULE_FORM, exc)
+            return failed(decided.form, exc)
         return conclude(environ, decided, config)
 
 

@@ -13,11 +13,12 @@ if TYPE_CHECKING:
     import argparse
 
 
-from .._argv import Launch
+from .._argv import FORMS, Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome
 from .._environ import (
     LOG,
+    NAME,
     OFF,
     QUEUES,
     SWITCH,
@@ -109,7 +110,7 @@ def startup_file_checks() -> list[Row]:
             # The distribution is there, its .pth not (an editable install's
             # checkout on sys.path holds one too, which site never reads).
             detail = (
-                f"{installed} is missing, though {DISTRIBUTION} is installed (pip"
+                f"{installed} is missing, though {NAME} is installed (pip"
                 " list shows it): the hook never runs; restore it:"
                 f" {reinstall_command()}"
             )
@@ -187,10 +188,6 @@ def gate_check() -> Row:
     return Row("ok", GATE, f"{spec.origin} (installed with the package)")
 
 
-#: The installed distribution's name, as ``pip list`` shows it.
-DISTRIBUTION = "rocm-hwq-autoset"
-
-
 def installed_file(name: str) -> str | None:
     """Where the installed distribution put ``name`` (a file at the root of
     its site directory: the ``.pth``, the gate module), as its ``RECORD``
@@ -198,7 +195,7 @@ def installed_file(name: str) -> str | None:
     from importlib import metadata
 
     try:
-        dist = metadata.distribution(DISTRIBUTION)
+        dist = metadata.distribution(NAME)
     except metadata.PackageNotFoundError:
         return None
     for path in dist.files or ():
@@ -233,27 +230,28 @@ def stale_copy(installed: str, name: str) -> str | None:
 
 
 def reinstall_command() -> str:
-    """The command that installs the package again as it was installed (the
-    gate module's :func:`reinstall`, its one home); a plain one without it."""
+    """The command that installs the package again as it was installed
+    (``_rocm_hwq_autoset_reinstall.reinstall``, its one home, beside the
+    package); a plain one without it."""
     try:
-        from _rocm_hwq_autoset_gate import reinstall
+        from _rocm_hwq_autoset_reinstall import reinstall
 
         return reinstall()[1]
-    except Exception:  # no gate module, an older one, unreadable metadata
+    except Exception:  # no such module, an older one, unreadable metadata
         return (
-            f"pip install --force-reinstall --no-deps {DISTRIBUTION} (pip install"
+            f"pip install --force-reinstall --no-deps {NAME} (pip install"
             " -e CHECKOUT for an editable install)"
         )
 
 
 def _may_be_launch(training: Sequence[str]) -> bool:
-    """The gate's own test, for ``python -m torchtitan.train TRAINING`` (no
-    gate module: the check above fails, and this reads as a launch)."""
-    try:
-        from _rocm_hwq_autoset_gate import may_be_launch
-    except ImportError:
-        return True
-    return may_be_launch(["-m", *training], None, ["", "torchtitan", *training])
+    """Whether the start-up gate opens for ``python -m torchtitan.train
+    TRAINING``: the switch is not off and an argument is one that opens it for
+    a torchtitan program (``Form.opens``, of which the gate holds a copy)."""
+    if switch(os.environ)[0] == OFF:  # the gate's own off values
+        return False
+    flags = {arg.partition("=")[0] for arg in training}
+    return any(flag in flags for form in FORMS for flag in form.opens)
 
 
 def environment_checks(training: Sequence[str]) -> list[Row]:

@@ -47,10 +47,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._argv import Launch
+from .._argv import MODULE, Launch
 from .._config import ConfigError
 from .._decision import SKIP, WARNING, Outcome, conclude, internal_error, value_words
-from .._environ import MODULE_FORM, QUEUES, timeout
+from .._environ import QUEUES, timeout
 from .._model import Config, decode_inputs
 from .answer import CACHE, PEER, SAME, STALE, UNCHECKED, Answer, Verdict
 from .cache import MAX_UNCHECKED, Cache
@@ -294,7 +294,7 @@ def _check(
     if _same(taken, fresh):
         _write(out, Verdict(SAME).to_json())
         return
-    launch = Launch(MODULE_FORM, args, False)
+    launch = Launch(MODULE, args, False)
     before = conclude(os.environ, launch, taken.result())
     was = (f"{QUEUES}={before.queues} was set from it" if before.queues is not None
            else "nothing was set from it")  # fmt: skip

@@ -66,7 +66,6 @@ from .._decision import (
     waiting,
 )
 from .._environ import (
-    MODULE_FORM,
     QUIET,
     TIMEOUT,
     log_level,
@@ -301,7 +300,7 @@ def start(launch: Launch, apply: Apply) -> None:
         apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
     if found.evaluation is None:
         assert found.error is not None
-        apply(failed(MODULE_FORM, found.error))
+        apply(failed(launch.form, found.error))
         return
     Waiter(launch, apply, evaluation=found.evaluation).install()
 
@@ -447,7 +446,7 @@ class Waiter:
                     self.apply(interrupted(exc, time.monotonic() - began))
                 raise
             # Never a traceback from our own failure.
-            return failed(MODULE_FORM, ConfigError(internal_error(exc)))
+            return failed(self.launch.form, ConfigError(internal_error(exc)))
 
     def _heed(self) -> None:
         """A check's verdict, if it came: a stale answer's correction replaces

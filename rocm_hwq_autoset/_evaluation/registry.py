@@ -12,9 +12,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .._argv import CONFIG_FLAG, MODULE_FLAG, cli_overrides, module_args, suggest_flag
+from .._argv import (
+    CONFIG_FLAG,
+    MODULE,
+    MODULE_FLAG,
+    cli_overrides,
+    module_args,
+    suggest_flag,
+)
 from .._config import CLI, ConfigError, Setting, from_object
-from .._environ import MODULE_FORM
 from .._model import Config, read_inputs
 
 #: A list torchtitan puts in a message (the available config functions, the
@@ -70,7 +76,7 @@ def read_config(args: Sequence[str]) -> Config:
         settings[key] = Setting(settings[key].value, CLI)
     moe = _has_moe(config)
     known = None if moe is None else (moe, "traverse")
-    inputs = read_inputs(settings, known, form=MODULE_FORM,
+    inputs = read_inputs(settings, known, toolkit_passes=MODULE.toolkit_passes,
                          dist_gemm=_has_dist_gemm(config))  # fmt: skip
     return Config(inputs, settings)
 

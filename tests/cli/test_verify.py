@@ -670,7 +670,7 @@ def test_priorities_are_separate_pools_or_one(
 def test_a_single_stream_is_never_given_a_q_the_model_cannot_have(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README says the model's Q is 2, 4 or 8: verify's rounding of a
+    """The model's Q is 2, 4 or 8 (docs/stream-model.md): verify's rounding of a
     one-stream trace says 2, not 1."""
     path = tmp_path / "one.json"
     path.write_text(json.dumps({"traceEvents": [kernel(0, 7)]}))

@@ -213,7 +213,9 @@ def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
 
 #: What a build of the package needs from the checkout.
 CHECKOUT_FILES = ("pyproject.toml", "README.md", "LICENSE", "rocm_hwq_autoset.pth",
-                  "rocm_hwq_autoset.start", "_rocm_hwq_autoset_gate.py")  # fmt: skip
+                  "rocm_hwq_autoset.start", "_rocm_hwq_autoset_gate.py",
+                  "_rocm_hwq_autoset_cmdline.py", "_rocm_hwq_autoset_cli.py",
+                  "_rocm_hwq_autoset_reinstall.py")  # fmt: skip
 
 
 @pytest.fixture(scope="module")

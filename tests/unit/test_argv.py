@@ -382,7 +382,7 @@ def test_program_reads_the_command_line_where_python_has_no_orig_argv(
     """Python 3.9: ``python -m torchtitan.train ARGS`` has only ``["-m",
     ARGS...]`` in sys.argv; its own command line names the module. Only for
     this process's own arguments."""
-    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_cmdline as gate
 
     args = ["--module", "llama3", "--config", "c"]
     line = b"".join(w.encode() + b"\0" for w in ["py", "-m", "torchtitan.train", *args])

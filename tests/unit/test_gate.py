@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -168,6 +169,51 @@ def test_the_pth_line_is_generated_from_its_readable_source() -> None:
     compile(module.GATE, "gate", "exec")  # the part exec() runs is Python
 
 
+def test_the_gates_flags_are_the_launch_forms() -> None:
+    """The gate imports nothing of the package, so it keeps a literal copy of
+    the flags that open it: each form's ``opens``, for any program or, for a
+    form made only for torchtitan's, where the command line names it."""
+    import _rocm_hwq_autoset_gate as gate
+    from rocm_hwq_autoset._argv import FORMS
+
+    anywhere = [form.opens for form in FORMS if not form.torchtitan_only]
+    titan = [form.opens for form in FORMS if form.torchtitan_only]
+    assert (anywhere, titan) == ([gate.CONFIG_FILE_FLAGS], [(gate.MODULE_FLAG,)])
+    assert all(set(form.opens) <= set(form.flags) for form in FORMS)
+
+
+@pytest.mark.parametrize("switch", ["", "0", " OFF ", "force"])
+@pytest.mark.parametrize(
+    "training",
+    [[], ["--job.config_file", "j"], ["--job.config-file=j"], ["--module", "m"],
+     ["--module=m", "--config", "c"], ["--config", "c"], ["--modules"],
+     ["--job.config_files", "j"], ["--a.b", "--module"]],
+)  # fmt: skip
+def test_doctor_asks_the_forms_what_the_gate_decides(
+    training: list[str], switch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``doctor``'s question, whether the gate opens for ``python -m
+    torchtitan.train TRAINING``, is answered from the forms without the gate
+    (the package never imports it): as the gate answers it."""
+    import _rocm_hwq_autoset_gate as gate
+    from rocm_hwq_autoset._cli import doctor
+
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", switch)
+    opens = gate.may_be_launch(["-m", *training], None, ["", "torchtitan", *training])
+    assert doctor._may_be_launch(training) is opens
+
+
+def test_the_modules_beside_the_package_name_it_as_it_names_itself() -> None:
+    """They import nothing of the package, so each keeps a literal copy of its
+    name (``_environ.NAME``: the distribution, the prefix of its lines)."""
+    import _rocm_hwq_autoset_cli as cli
+    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_reinstall as reinstall
+    from rocm_hwq_autoset._environ import NAME
+
+    assert (gate.PROG, cli.PROG, reinstall.DISTRIBUTION) == (NAME, NAME, NAME)
+
+
 def test_pth_is_one_import_line() -> None:
     lines = PTH_LINE.splitlines()
     assert len(lines) == 1 and lines[0].startswith("import ")
@@ -175,7 +221,10 @@ def test_pth_is_one_import_line() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("module", ["rocm_hwq_autoset", "_rocm_hwq_autoset_gate"])
+@pytest.mark.parametrize("module", ["rocm_hwq_autoset", "_rocm_hwq_autoset_gate",
+                                    "_rocm_hwq_autoset_cmdline",
+                                    "_rocm_hwq_autoset_reinstall",
+                                    "_rocm_hwq_autoset_cli"])  # fmt: skip
 def test_entry_module_imports_only_os_and_sys(module: str) -> None:
     """The gate beside the package, which every process whose arguments pass
     the filter imports (every process on 3.15+), and the package's own
@@ -279,25 +328,26 @@ def test_the_command_line_where_python_has_no_orig_argv(
     data: bytes, argv: list[str], learned: list[str] | None,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_cmdline as cmdline
 
-    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
-    assert gate.command_line(argv) == learned
+    monkeypatch.setattr(cmdline, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    assert cmdline.command_line(argv) == learned
 
 
 def test_the_command_line_is_read_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_cmdline as cmdline
 
-    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", LINE_OF_M))
+    line = write_cmdline(tmp_path / "c", LINE_OF_M)
+    monkeypatch.setattr(cmdline, "PROC_CMDLINE", line)
     argv = ["-m", "--module", "llama3"]
-    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M))
-    assert gate.command_line(argv) is not None
-    monkeypatch.setattr(gate, "MAX_CMDLINE_BYTES", len(LINE_OF_M) - 1)
-    assert gate.command_line(argv) is None  # longer than the bound: not read
-    monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
-    assert gate.command_line(argv) is None  # no /proc
+    monkeypatch.setattr(cmdline, "MAX_CMDLINE_BYTES", len(LINE_OF_M))
+    assert cmdline.command_line(argv) is not None
+    monkeypatch.setattr(cmdline, "MAX_CMDLINE_BYTES", len(LINE_OF_M) - 1)
+    assert cmdline.command_line(argv) is None  # longer than the bound: not read
+    monkeypatch.setattr(cmdline, "PROC_CMDLINE", str(tmp_path / "none"))
+    assert cmdline.command_line(argv) is None  # no /proc
 
 
 def test_the_real_command_line(tmp_path: Path) -> None:
@@ -306,8 +356,8 @@ def test_the_real_command_line(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(
         "import json, sys\n"
-        "import _rocm_hwq_autoset_gate as gate\n"
-        "print(json.dumps([gate.command_line(sys.argv),"
+        "import _rocm_hwq_autoset_cmdline as cmdline\n"
+        "print(json.dumps([cmdline.command_line(sys.argv),"
         " getattr(sys, 'orig_argv', None)]))\n"
     )
     args = [sys.executable, str(script), "--module", "llama3", "--config", "x"]
@@ -333,11 +383,12 @@ def test_python_m_on_python_3_9_opens_the_gate_by_its_command_line(
 ) -> None:
     """Was: ``python3.9 -m torchtitan.train --module M`` was turned away: its
     sys.argv holds only the arguments, and 3.9 has no sys.orig_argv."""
+    import _rocm_hwq_autoset_cmdline as cmdline
     import _rocm_hwq_autoset_gate as gate
 
     args = ["--module", "llama3", "--config", "c"]
     data = b"".join(w.encode() + b"\0" for w in [*words, *args])
-    monkeypatch.setattr(gate, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
+    monkeypatch.setattr(cmdline, "PROC_CMDLINE", write_cmdline(tmp_path / "c", data))
     monkeypatch.setattr(sys, "argv", ["-m", *args])
     monkeypatch.delattr(sys, "orig_argv", raising=False)
     monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
@@ -353,12 +404,13 @@ def test_the_command_line_is_read_only_for_a_module_flag(
     argv: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The idle path (and a TOML launch, which any program makes) never reads it."""
+    import _rocm_hwq_autoset_cmdline as cmdline
     import _rocm_hwq_autoset_gate as gate
 
     def never(argv: object) -> None:
         raise AssertionError("read /proc/self/cmdline")
 
-    monkeypatch.setattr(gate, "command_line", never)
+    monkeypatch.setattr(cmdline, "command_line", never)
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.delattr(sys, "orig_argv", raising=False)
     monkeypatch.delenv("ROCM_HWQ_AUTOSET", raising=False)
@@ -403,7 +455,7 @@ def test_reinstall_as_it_was_installed(
     its checkout, anything else from the same source (the index: by name)."""
     from importlib import metadata
 
-    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_reinstall as gate
 
     monkeypatch.setattr(metadata, "distribution", lambda name: _Dist(recorded))
     monkeypatch.setattr(sys, "executable", "/venv/bin/python")
@@ -428,8 +480,11 @@ UNIMPORTABLE = (
 
 @pytest.fixture
 def package_gone(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The package cannot be imported; the gate module can."""
+    """The package cannot be imported; the modules beside it can: the console
+    script's and the gate's entries."""
+    import _rocm_hwq_autoset_cli as cli
     import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_reinstall as reinstall
 
     class Gone(importlib.abc.MetaPathFinder):
         def find_spec(self, name: str, *args: object) -> None:
@@ -439,11 +494,11 @@ def package_gone(monkeypatch: pytest.MonkeyPatch) -> Any:
     for name in [m for m in sys.modules if m.split(".")[0] == "rocm_hwq_autoset"]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "meta_path", [Gone(), *sys.meta_path])
-    monkeypatch.setattr(gate, "reinstall",
+    monkeypatch.setattr(reinstall, "reinstall",
                         lambda: (" (an editable install of /co)",
                                  "/venv/bin/python -m pip install -e /co"))  # fmt: skip
     monkeypatch.setattr(gate, "_said", [])
-    return gate
+    return SimpleNamespace(main=cli.main, start=gate.start)
 
 
 @pytest.mark.parametrize(
@@ -492,7 +547,7 @@ def test_a_launch_without_the_package_says_it_in_verbose_mode_only(
 def test_the_console_script_runs_the_command_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import _rocm_hwq_autoset_gate as gate
+    import _rocm_hwq_autoset_cli as gate
     from rocm_hwq_autoset import __version__
 
     monkeypatch.setattr(sys, "argv", ["rocm-hwq-autoset", "--version"])
@@ -507,4 +562,4 @@ def test_the_console_script_is_the_gate_modules() -> None:
     from rocm_hwq_autoset._config import parse_toml
 
     project = parse_toml((ROOT / "pyproject.toml").read_bytes())["project"]
-    assert project["scripts"] == {"rocm-hwq-autoset": "_rocm_hwq_autoset_gate:main"}
+    assert project["scripts"] == {"rocm-hwq-autoset": "_rocm_hwq_autoset_cli:main"}

@@ -1,10 +1,13 @@
-"""The package's layers, held against its imports (every import, module-level
-or inside a function): each module imports only modules of lower layers, so no
-import runs back up and no two modules import each other, directly or not.
-docs/design.md shows the same table.
+"""The tree's layers, held against its imports (every import, module-level or
+inside a function): the package's modules, the modules beside it (the start-up
+gate and its neighbours, which survive the package) and the tools. Each module
+imports only modules of lower layers, so no import runs back up and no two
+modules import each other, directly or not. docs/design.md shows the same
+table.
 
-``python -m tests.unit.test_layout [PACKAGE_DIR]`` prints the figures: modules,
-imports, and imports that close a circle (for any checkout of the package).
+``python -m tests.unit.test_layout [CHECKOUT]`` prints the figures: modules,
+imports, imports that close a circle, and imports that run back up (for any
+checkout: an older one's modules without a layer here are not counted up).
 """
 
 from __future__ import annotations
@@ -15,12 +18,21 @@ import re
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "rocm_hwq_autoset"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "rocm_hwq_autoset"
+#: The modules beside the package, at the root of site-packages.
+NEIGHBOURS = "_rocm_hwq_autoset_*.py"
 
 #: Layer of each module, from the bottom: what a module may import is below it.
 LAYERS = {
     # reading inputs: nothing of the package below
     "_config": 0, "_environ": 0,
+    # beside the package, importing nothing of the tree: Python 3.9's command
+    # line reader; how to install the package again, said where it is gone
+    "_rocm_hwq_autoset_cmdline": 0, "_rocm_hwq_autoset_reinstall": 0,
+    # the maintainers' tools: nothing of the tree
+    "tools.corpus": 0, "tools.mutation": 0, "tools.mutation_hooks": 0,
+    "tools.pth_line": 0, "tools.suite_cpu": 0, "tools.torchtitan_venv": 0,
     # the command line, the model (and the inputs' text form), profiler
     # traces, HIP's queue pools, ROCm detection
     "_argv": 1, "_model": 1, "_traces": 1, "_pools": 1, "_rocm": 1,
@@ -34,13 +46,16 @@ LAYERS = {
     "_evaluation.cache": 4,
     "_evaluation.child": 5, "_evaluation.parent": 5,
     "_evaluation.__init__": 6,
-    # the start-up hook (through the wing's door), the package's face
-    "_hook": 7, "__init__": 8,
+    # the start-up hook (through the wing's door), the package's face; beside
+    # the package, the start-up gate (the hook, for a launch)
+    "_hook": 7, "__init__": 8, "_rocm_hwq_autoset_gate": 8,
     # the command line: terminal output and its streams, shared, commands,
     # dispatcher
     "_cli.term": 9, "_cli._common": 10,
     "_cli.explain": 11, "_cli.doctor": 11, "_cli.verify": 11,
     "_cli.__init__": 12, "__main__": 13,
+    # beside the package: the console script (the dispatcher, or one line)
+    "_rocm_hwq_autoset_cli": 13,
 }  # fmt: skip
 
 
@@ -48,30 +63,58 @@ def module_name(path: Path, package: Path) -> str:
     return ".".join(path.relative_to(package).with_suffix("").parts)
 
 
-@functools.cache  # the four tests read the package once
-def imports(package: Path) -> dict[str, set[str]]:
-    """Each module of the package and the modules of the package it imports."""
+@functools.cache
+def tree(root: Path) -> dict[str, Path]:
+    """The tree's modules by name: the package's (``_cli.doctor``), those
+    beside it (``_rocm_hwq_autoset_gate``), the tools' (``tools.pth_line``)."""
+    package = root / PACKAGE.name
+    found = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+    found.update({p.stem: p for p in sorted(root.glob(NEIGHBOURS))})
+    found.update({f"tools.{p.stem}": p for p in sorted((root / "tools").glob("*.py"))})
+    return found
+
+
+@functools.cache  # the tests read the tree once
+def imports(root: Path) -> dict[str, set[str]]:
+    """Each module of the tree and the modules of the tree it imports."""
+    package = root / PACKAGE.name
+    modules = tree(root)
     found: dict[str, set[str]] = {}
-    for path in sorted(package.rglob("*.py")):
-        name = module_name(path, package)
-        here = name.split(".")
-        here = here[:-1]  # the package the module is in
+    for name, path in modules.items():
+        inside = path.is_relative_to(package)
+        here = name.split(".")[:-1]  # the package the module is in
         targets: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
+            if isinstance(node, ast.ImportFrom) and node.level and inside:
                 base = here[: len(here) - node.level + 1] if node.level > 1 else here
                 stem = [*base, *(node.module.split(".") if node.module else [])]
                 for alias in node.names:
                     targets.add(_resolve(package, [*stem, alias.name]) or
                                 _resolve(package, stem) or "")  # fmt: skip
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                parts = node.module.split(".")
-                if parts[0] == package.name:
-                    targets.add(_resolve(package, parts[1:]) or "")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                named = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if node.module and not node.level
+                         else [])  # fmt: skip
+                for module in named:
+                    parts = module.split(".")
+                    if parts[0] == package.name:
+                        targets.add(_resolve(package, parts[1:]) or "")
+                    elif module in modules and "." not in module:
+                        targets.add(module)  # beside the package
+                    elif parts[0] == "tools" and module in modules:
+                        targets.add(module)
         targets.discard("")
         targets.discard(name)
         found[name] = targets
     return found
+
+
+def going_up(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of a module of a layer no higher than its own (of the
+    modules that have one)."""
+    return sorted((a, b) for a, bs in graph.items() for b in bs
+                  if a in LAYERS and b in LAYERS
+                  and LAYERS[b] >= LAYERS[a])  # fmt: skip
 
 
 def _resolve(package: Path, parts: list[str]) -> str | None:
@@ -103,17 +146,38 @@ def in_circles(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 
 def test_every_module_has_a_layer() -> None:
-    assert set(imports(PACKAGE)) == set(LAYERS)
+    assert set(imports(ROOT)) == set(LAYERS)
 
 
 def test_every_import_goes_down() -> None:
-    up = [(a, b) for a, bs in imports(PACKAGE).items() for b in bs
-          if LAYERS[b] >= LAYERS[a]]  # fmt: skip
-    assert up == []
+    assert going_up(imports(ROOT)) == []
 
 
 def test_no_circle() -> None:
-    assert in_circles(imports(PACKAGE)) == []
+    assert in_circles(imports(ROOT)) == []
+
+
+def test_the_package_never_imports_the_gate() -> None:
+    """Nothing imports the gate: it decides at start-up, and nothing else;
+    what the package shares with it is beside them both."""
+    graph = imports(ROOT)
+    assert [a for a, bs in graph.items() if GATE in bs] == []
+
+
+def test_the_layout_sees_what_it_checks() -> None:
+    """The tree's reader finds the imports that cross its parts, in every
+    form (was: the gate, and ``import X`` statements, were never read)."""
+    graph = imports(ROOT)
+    assert graph[GATE] == {"_hook", "_rocm_hwq_autoset_cmdline",
+                           "_rocm_hwq_autoset_reinstall"}  # fmt: skip
+    assert "_rocm_hwq_autoset_cmdline" in graph["_argv"]
+    assert "_rocm_hwq_autoset_reinstall" in graph["_cli.doctor"]
+    cli = {"_cli.__init__", "_rocm_hwq_autoset_reinstall"}
+    assert graph["_rocm_hwq_autoset_cli"] == cli
+    # A circle and an arrow back up are seen where they are.
+    looped = {**graph, "_argv": {*graph["_argv"], GATE}}
+    assert ("_argv", GATE) in in_circles(looped)
+    assert going_up(looped) == [("_argv", GATE)]
 
 
 #: The wing's modules: the rest of the package comes in through its door.
@@ -124,7 +188,7 @@ DOOR = "_evaluation.__init__"
 def test_the_wing_is_one_band_entered_through_its_door() -> None:
     """Every module of the wing is above the decision and below the hook; no
     module outside it imports one of its modules but the door."""
-    graph = imports(PACKAGE)
+    graph = imports(ROOT)
     wing = [name for name in graph if name.startswith(WING)]
     assert all(LAYERS["_decision"] < LAYERS[name] < LAYERS["_hook"] for name in wing)
     inward = sorted((a, b) for a, bs in graph.items() for b in bs
@@ -133,17 +197,19 @@ def test_the_wing_is_one_band_entered_through_its_door() -> None:
     assert inward == []
 
 
-def test_only_python_m_imports_the_dispatcher() -> None:
+def test_only_the_two_entries_import_the_dispatcher() -> None:
     """The dispatcher imports each command when it runs; no command, nor any
-    other module, imports it back."""
-    graph = imports(PACKAGE)
-    assert [a for a, bs in graph.items() if "_cli.__init__" in bs] == ["__main__"]
+    other module but ``python -m`` and the console script, imports it back."""
+    graph = imports(ROOT)
+    assert sorted(a for a, bs in graph.items() if "_cli.__init__" in bs) == [
+        "__main__", "_rocm_hwq_autoset_cli"
+    ]  # fmt: skip
 
 
 # docs/design.md, held to the package: its layer table, its figures, and every
 # name of the package it gives.
 
-DESIGN = PACKAGE.parent / "docs" / "design.md"
+DESIGN = ROOT / "docs" / "design.md"
 #: The start-up gate, a module beside the package (design.md names it too).
 GATE = "_rocm_hwq_autoset_gate"
 
@@ -167,18 +233,21 @@ def test_design_md_shows_these_layers() -> None:
     assert shown == LAYERS
 
 
-def test_design_md_figures_are_the_packages() -> None:
-    graph = imports(PACKAGE)
+def test_design_md_figures_are_the_trees() -> None:
+    graph = imports(ROOT)
     section = design_section("Where things are")
-    modules = re.search(r"\| modules \(`_cli/` included\) \| \d+ \| (\d+) \|", section)
-    edges = re.search(r"\| imports between them \(statements\) \| \d+ \| (\d+) \|",
+    modules = re.search(r"\| modules \(.*\) \| .+ \| (\d+) \|", section)
+    edges = re.search(r"\| imports between them \(.*\) \| .+ \| (\d+) \|",
                       section)  # fmt: skip
     circles = re.search(r"\| imports closing a circle \| .+ \| \*\*(\d+)\*\* \|",
                         section)  # fmt: skip
-    assert modules and edges and circles, "the figures' table is gone from design.md"
+    up = re.search(r"\| imports running back up \| .+ \| \*\*(\d+)\*\* \|",
+                   section)  # fmt: skip
+    assert modules and edges and circles and up, "design.md lost its figures' table"
     assert int(modules.group(1)) == len(graph)
     assert int(edges.group(1)) == sum(len(targets) for targets in graph.values())
     assert int(circles.group(1)) == len(in_circles(graph))
+    assert int(up.group(1)) == len(going_up(graph))
 
 
 #: How design.md counts (``A TOML launch imports eight modules``).
@@ -236,14 +305,12 @@ def _members(node: ast.AST) -> dict[str, ast.AST | None]:
 
 @functools.cache
 def _module_file(module: str) -> Path | None:
-    """The file of a module of the package (``_evaluation.parent``, the
-    package ``_cli``), or of the gate beside it."""
-    if module == GATE:
-        return PACKAGE.parent / f"{GATE}.py"
-    if module in LAYERS:
-        return PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
-    if f"{module}.__init__" in LAYERS:
-        return PACKAGE.joinpath(*module.split("."), "__init__.py")
+    """The file of a module of the tree (``_evaluation.parent``, the package
+    ``_cli``, the gate beside it, ``tools.pth_line``)."""
+    if module in tree(ROOT):
+        return tree(ROOT)[module]
+    if f"{module}.__init__" in tree(ROOT):
+        return tree(ROOT)[f"{module}.__init__"]
     return None
 
 
@@ -385,15 +452,18 @@ def test_the_names_check_finds_what_is_gone() -> None:
         "_evaluation/result_text", "parent.Check",
     ]  # fmt: skip
     assert _exists("_evaluation.parent.Waiter.check")  # an attribute of self
-    assert _exists("_cli/_common.Reading.config") and _exists(GATE + ".reinstall")
+    assert _exists("_cli/_common.Reading.config") and _exists(GATE + ".may_be_launch")
 
 
 if __name__ == "__main__":
-    package = Path(sys.argv[1]) if len(sys.argv) > 1 else PACKAGE
-    graph = imports(package)
+    root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    graph = imports(root)
     edges = sum(len(targets) for targets in graph.values())
-    circles = in_circles(graph)
-    print(f"{package}: {len(graph)} modules, {edges} imports between them,"
-          f" {len(circles)} closing a circle")  # fmt: skip
+    circles, up = in_circles(graph), going_up(graph)
+    print(f"{root}: {len(graph)} modules, {edges} imports between them,"
+          f" {len(circles)} closing a circle, {len(up)} running back up"
+          f" (of the modules with a layer here)")  # fmt: skip
     for a, b in circles:
-        print(f"  {a} -> {b}")
+        print(f"  circle: {a} -> {b}")
+    for a, b in up:
+        print(f"  up: {a} -> {b}")

@@ -12,11 +12,11 @@ import types
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._argv import MODULE
 from rocm_hwq_autoset._cli.verify import OPTIONS as VERIFY_OPTIONS
 from rocm_hwq_autoset._config import FIELDS, Setting, merge, parse_toml
 from rocm_hwq_autoset._model import (
     LEFT_OUT,
-    MODULE_FORM,
     Inputs,
     Recommendation,
     decode_inputs,
@@ -233,12 +233,14 @@ def test_the_module_form_reads_the_config_object() -> None:
 
 def test_dist_gemm_comes_from_the_model_spec_in_the_module_form() -> None:
     settings = merge(None, {"parallelism.tensor_parallel_degree": 2})
-    on = read_inputs(settings, form=MODULE_FORM, dist_gemm=True)
+    on = read_inputs(settings, toolkit_passes=MODULE.toolkit_passes, dist_gemm=True)
     assert Recommendation(on).left_out_lanes == ("symm_mem",)
-    off = read_inputs(settings, form=MODULE_FORM)
+    off = read_inputs(settings, toolkit_passes=MODULE.toolkit_passes)
     assert Recommendation(off).left_out_lanes == ()
     # Without TP the dist-GEMM projections run the stock ones: no stream.
-    alone = read_inputs(merge(None, {}), form=MODULE_FORM, dist_gemm=True)
+    alone = read_inputs(
+        merge(None, {}), toolkit_passes=MODULE.toolkit_passes, dist_gemm=True
+    )
     assert Recommendation(alone).left_out_lanes == ()
 
 

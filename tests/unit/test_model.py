@@ -312,23 +312,27 @@ def test_cudagraph_is_read_as_the_pr_reads_it_in_the_module_form(
     enable: bool, disable: tuple[str, ...], passes: tuple[str, ...],
     toml: bool, module: bool,
 ) -> None:  # fmt: skip
+    from rocm_hwq_autoset._argv import MODULE, TOML
     from rocm_hwq_autoset._config import merge
-    from rocm_hwq_autoset._model import MODULE_FORM, TOML_FORM, read_inputs
+    from rocm_hwq_autoset._model import read_inputs
 
     config = {"compile": {"enable_passes": enable, "disable_passes": list(disable),
                           "passes": list(passes)}}  # fmt: skip
     settings = merge(config, {})
     assert read_inputs(settings).cudagraph is toml  # the TOML form by default
-    assert read_inputs(settings, form=TOML_FORM).cudagraph is toml
-    assert read_inputs(settings, form=MODULE_FORM).cudagraph is module
+    assert read_inputs(settings, toolkit_passes=TOML.toolkit_passes).cudagraph is toml
+    assert (
+        read_inputs(settings, toolkit_passes=MODULE.toolkit_passes).cudagraph is module
+    )
 
 
-def test_the_forms_are_the_launch_forms() -> None:
-    from rocm_hwq_autoset import _argv, _model
+def test_the_forms_are_the_markers_forms() -> None:
+    """Each launch form is named as ``ROCM_HWQ_AUTOSET_ORIGIN`` names it, in
+    one order: a marker names one form."""
+    from rocm_hwq_autoset import _argv, _environ
 
-    assert (_model.TOML_FORM, _model.MODULE_FORM) == (
-        _argv.TOML_FORM, _argv.MODULE_FORM
-    )  # fmt: skip
+    assert _argv.FORMS == _environ.FORMS
+    assert [type(form) for form in _argv.FORMS] == [_argv.Form] * 2
 
 
 @pytest.mark.parametrize("world_size", [0, -5, True, False, "8", 8.0, 2.5])
