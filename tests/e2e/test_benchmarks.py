@@ -43,6 +43,7 @@ RUNS = {
     "in_time.py": "",
     "toml_limits.py": "",
     "verify_throughput.py": "",
+    "status.py": "",
 }
 
 
@@ -131,6 +132,12 @@ def test_startup_instructions(quick: QuickRuns) -> None:
     # This interpreter's row: the idle line held beyond the floor (issue #24).
     figures(out, rf"\n  3\.\d+\.\d+ +{NUMBER} +{NUMBER}( +{NUMBER}){{4}}\n",
             r"idle line beyond the floor <= 600,000 on each: met")  # fmt: skip
+
+
+def test_status(quick: QuickRuns) -> None:
+    out = quick.output("status.py")
+    figures(out, rf"status \(text\), 8 GPU processes among \d+ on the node: median"
+                 rf" {NUMBER} ms wall", r"status \(json\)")  # fmt: skip
 
 
 def test_decision(quick: QuickRuns) -> None:
