@@ -62,8 +62,6 @@ from .._decision import (
     conclude,
     failed,
     internal_error,
-    interrupted,
-    waiting,
 )
 from .._environ import (
     QUIET,
@@ -83,6 +81,7 @@ from .process import (
     lower_priority_of,
 )
 from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of, take_back
+from .waiting import interrupted, waiting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
