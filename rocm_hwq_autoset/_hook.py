@@ -37,7 +37,7 @@ from ._model import encode_inputs
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, MutableMapping, Sequence
-    from typing import Any
+    from typing import Any, TextIO
 
     from ._model import Recommendation
 
@@ -152,11 +152,36 @@ def say(outcome: Outcome, environ: Mapping[str, str]) -> None:
     line = outcome.line(environ)
     if line is None:
         return
+    write_line(sys.stderr, line)
+
+
+def write_line(stream: TextIO | None, text: str) -> None:
+    """``text`` on a stream that may be closed (None) or refuse it, written
+    whole or not at all. A text stream's buffer keeps what it could not write,
+    and Python flushes it again at exit, where failing makes the exit status
+    120 (stderr on a full disk, without ``PYTHONUNBUFFERED``): so the stream's
+    own pending text is flushed first (its order kept; its failure is the
+    program's own), and ``text`` goes straight to its descriptor. A stream
+    without one (a test's ``io.StringIO``) takes it as any text. Never
+    raises."""
+    if stream is None:
+        return
     try:
-        stream = sys.stderr
-        if stream is not None:
-            stream.write(line)
+        fd = stream.fileno()
+    except Exception:  # no descriptor: io.StringIO, pytest's capture ...
+        fd = -1
+    try:
+        if fd < 0:
+            stream.write(text)
             stream.flush()
+            return
+        try:  # noqa: SIM105 - contextlib is more to import at start-up
+            stream.flush()
+        except Exception:
+            pass
+        data = text.encode(stream.encoding or "utf-8", "backslashreplace")
+        while data:
+            data = data[os.write(fd, data) :]
     except Exception:  # a closed or broken stderr must not break start-up
         pass
 

@@ -9,6 +9,10 @@ session of its own, so that ending its group ends everything it started; read
 line by line until a deadline; ended and reaped within a bound, at exit at the
 latest; let go of in a copy of the parent made by ``os.fork``.
 
+Between the two, the child's first step, before ``exec``: the kernel is asked
+to kill it at the parent's end (:func:`dies_with_this_process`), so that no
+child outlives its parent, stopped or not, before its own watch begins.
+
 The child's side: :func:`watch` the parent (the child ends, with everything it
 started, as soon as the parent is gone, whatever ended it), drop to the
 :func:`lowest_priority`, and take a node's lock (:func:`node_lock`).
@@ -25,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .._argv import Launch
 from .._environ import SWITCH
@@ -134,7 +138,8 @@ class Child:
         """Seconds it may go on at this process's exit (to store an answer)."""
         self._buffer = b""
         self._eof = False
-        fd = _copy_of_stderr() if say else -1
+        held = _hold_stdio()
+        fd = _copy_of_stderr() if say and 2 not in held else -1
         if fd >= 0:
             options = [*options, "--say", str(fd)]
         command = child_command(interpreter, *options)
@@ -150,10 +155,11 @@ class Child:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
                 pass_fds=(fd,) if fd >= 0 else (),
+                preexec_fn=dies_with_this_process(),
             )
         finally:
-            if fd >= 0:
-                os.close(fd)
+            for own in (*held, fd) if fd >= 0 else held:
+                os.close(own)
         os.register_at_fork(after_in_child=self.let_go)
         atexit.register(self.at_exit)
 
@@ -237,6 +243,56 @@ class Child:
                     pipe.close()
 
 
+def dies_with_this_process() -> Callable[[], None] | None:
+    """The child's first step, run between ``fork`` and ``exec``: the kernel
+    is asked to SIGKILL it when this process (the thread that starts it) ends,
+    before it runs a line of its own, so that a child stopped (SIGSTOP, a
+    debugger) before its :func:`watch` begins, or one that never reaches it,
+    does not outlive this process holding its pipes (SIGKILL ends a stopped
+    process too); one whose parent ended before the request ends at once.
+    None where that cannot be asked (not Linux, no ``prctl``): the child's
+    :func:`watch` is then its only guard. The C function is found here, before
+    the fork: the step itself only calls it (``fork`` copies no other thread,
+    and no lock is taken). With a step to run, ``subprocess`` forks rather
+    than ``vfork``s, and runs the process's at-fork handlers around it (in the
+    child, before ``exec``): at interpreter start, where the package starts its
+    children, only those of the standard library and of ``.pth`` files."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None).prctl
+    except Exception:  # no prctl: the child's watch alone
+        return None
+    parent, request, signum = os.getpid(), PR_SET_PDEATHSIG, int(signal.SIGKILL)
+
+    def first_step() -> None:
+        prctl(request, signum)
+        if os.getppid() != parent:  # it ended before the request
+            os._exit(1)
+
+    return first_step
+
+
+def _hold_stdio() -> list[int]:
+    """Each of the descriptors 0, 1 and 2 this process has closed, held on
+    ``/dev/null`` (never inherited) while the child starts, so that none of its
+    pipes takes a stdio number: a program with stderr closed would find a pipe
+    of ours on 2 (C code's ``stderr``) and its own next file on another number
+    than without the package. The caller closes them once the pipes are made."""
+    held: list[int] = []
+    try:
+        while True:
+            fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            if fd > 2:
+                os.close(fd)
+                return held
+            held.append(fd)
+    except OSError:  # no /dev/null, no descriptor left: as it is
+        return held
+
+
 def _copy_of_stderr() -> int:
     """A descriptor for this process's stderr, for the child's line; -1 when
     there is none."""
@@ -274,6 +330,7 @@ def _reap(child: int) -> None:
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us
     os.dup2(quiet, 2)
+    _close_all_but_stdio()  # nor a pipe of the launcher's (``--say``)
     signal.signal(signal.SIGTERM, lambda signum, frame: end_group())
     _die_with(child, signal.SIGTERM)
     try:
@@ -282,6 +339,19 @@ def _reap(child: int) -> None:
     except OSError:
         pass
     end_group()
+
+
+def _close_all_but_stdio() -> None:
+    """Close every descriptor above 2 (``/proc/self/fd`` lists them: a loop up
+    to the limit of open files may take a million calls)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    for name in names:
+        if int(name) > 2:
+            with contextlib.suppress(OSError):  # the listing's own, closed
+                os.close(int(name))
 
 
 def _die_with(parent: int, signum: int) -> None:

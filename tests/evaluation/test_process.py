@@ -330,6 +330,76 @@ def test_the_child_never_outlives_its_parent(
     assert _gone_within([child["pid"], child["grandchild"]], 1.5)
 
 
+#: The parent stops its child at once, before the child's interpreter reaches
+#: its watch, and dies: nothing the child runs could ask for its end.
+STOPPED = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+process.CHILD = "tests.fake_child"
+from rocm_hwq_autoset._argv import Launch
+child = parent.Evaluation(Launch("--module", {args!r}, False), dict(os.environ)).child
+os.kill(child.pid, signal.SIGSTOP)
+print(child.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_child_stopped_before_its_watch_never_outlives_its_parent(
+    fake_child: dict[str, str],
+) -> None:
+    """Its end is asked of the kernel before it runs (issue #36: it lived on,
+    stopped, under pid 1, holding the launcher's pipes)."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="60")
+    code = STOPPED.format(root=str(ROOT), args=ARGS)
+    done = subprocess.run([sys.executable, "-c", code], env=environ, timeout=30,
+                          capture_output=True, text=True)  # fmt: skip
+    pid = int(done.stdout)
+    try:
+        assert _gone_within([pid], 1.5), _state(pid)
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+#: A parent with no stdio starts its child, then lists what it holds.
+NO_STDIO = """
+import json, os, sys
+sys.path.insert(0, {root!r})
+from rocm_hwq_autoset._evaluation import parent as parent
+from rocm_hwq_autoset._evaluation import process
+process.CHILD = "tests.fake_child"
+from rocm_hwq_autoset._argv import Launch
+for fd in (0, 1, 2):
+    os.close(fd)
+sys.stdin = sys.stdout = sys.stderr = None
+evaluation = parent.Evaluation(Launch("--module", {args!r}, False), dict(os.environ))
+held = []
+for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
+    try:
+        os.fstat(fd)
+        held.append(fd)
+    except OSError:  # the listing's own, closed
+        pass
+with open({out!r}, "w") as out:
+    json.dump([held, evaluation.child.read_line(evaluation.deadline) is not None], out)
+"""
+
+
+def test_a_parent_without_stdio_finds_no_pipe_of_ours_on_its_numbers(
+    fake_child: dict[str, str], tmp_path: Path
+) -> None:
+    """Its pipes to the child never take 0, 1 or 2, where a program's C code
+    writes stderr (issue #36: with stdio closed, a pipe of ours was its 2)."""
+    out = tmp_path / "held.json"
+    code = NO_STDIO.format(root=str(ROOT), args=ARGS, out=str(out))
+    subprocess.run([sys.executable, "-c", code], env=fake_child, timeout=30)
+    held, answered = json.loads(out.read_text())
+    assert answered
+    assert not set(held) & {0, 1, 2}, held
+
+
 class Flags:
     """``sys.flags`` as a test sets it."""
 

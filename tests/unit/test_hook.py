@@ -4,6 +4,7 @@ environment and, ``forked``, in this process as the ``.pth`` line starts it."""
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import _rocm_hwq_autoset_gate as gate
 from rocm_hwq_autoset import _decision, _hook, _rocm, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._hook import write_line
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import LINE, MODULE_ARGS, decide_module, no_read, run
@@ -613,3 +615,22 @@ def test_a_worker_names_them_from_its_launchers_inputs(
         "rocm-hwq-autoset: nothing to do: GPU_MAX_HW_QUEUES=8 from the launcher's"
         " --module evaluation\n"
     )
+
+
+def test_a_line_that_cannot_be_written_leaves_nothing_pending() -> None:
+    """stderr on a full disk (``2>/dev/full``, buffered as Python buffers it
+    without ``PYTHONUNBUFFERED``): the line is lost, and nothing stays in the
+    stream for Python to fail on at exit (the training exited 120, not 0:
+    issue #36)."""
+    with io.TextIOWrapper(open("/dev/full", "wb"), line_buffering=True) as stream:
+        write_line(stream, "rocm-hwq-autoset: a line\n")
+        stream.flush()  # what Python does at exit: nothing left to fail
+
+
+def test_a_line_comes_after_the_programs_own_text_whole() -> None:
+    read, write = os.pipe()
+    with io.TextIOWrapper(open(write, "wb"), line_buffering=True) as stream:
+        stream.write("the program's own, ")
+        write_line(stream, "then ours: é\n")
+    with open(read, "rb") as pipe:
+        assert pipe.read() == "the program's own, then ours: é\n".encode()
