@@ -376,16 +376,24 @@ def read_open(fd: int, limit: int) -> bytes:
             raise ConfigError(f"not a regular file ({_kind(info.st_mode)})")
         if info.st_size > limit:
             raise ConfigError(f"{info.st_size} bytes, more than the {limit} read")
-        chunks = []
-        left = limit + 1  # a file that grows past its stat() size is caught too
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        # a file that grows past its stat() size is caught too
+        return read_up_to(fd, limit)
     except OSError as exc:
         raise ConfigError(exc.strerror or type(exc).__name__) from None
+
+
+def read_up_to(fd: int, limit: int) -> bytes:
+    """What is left to read at ``fd``, at most ``limit`` bytes (a ``/proc`` or
+    sysfs file, whose ``stat`` gives no size, too); ``ConfigError`` beyond, and
+    ``OSError`` as the reads raise it."""
+    chunks = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
     data = b"".join(chunks)
     if len(data) > limit:
         raise ConfigError(f"more than the {limit} bytes read")

@@ -308,10 +308,13 @@ def value_words(rec: Recommendation) -> str:
 
 def too_late(outcome: Outcome, *, during: str, early: Sequence[str] = ()) -> Outcome:
     """The warning of a process whose HIP runtime started before the value was
-    put in place (``during``: when it was put; ``early``: the ``.pth`` files
-    ``site`` ran before this package's): HIP read its flags already, so this
-    process runs with HIP's default; its children get the value."""
-    before = f"; .pth files site ran before ours: {', '.join(early)}" if early else ""
+    put in place (``during``: when it was put; ``early``: the start-up files
+    ``site`` ran code from before this package's hook): HIP read its flags
+    already, so this process runs with HIP's default; its children get the
+    value."""
+    before = (
+        f"; start-up files site ran before ours: {', '.join(early)}" if early else ""
+    )
     return Outcome(
         WARNING,
         f"HIP had started in this process {during}, before {QUEUES}="

@@ -139,10 +139,10 @@ def apply(
     if not quiet:
         say(outcome, targets[0])
     if put_here:
-        from ._rocm import early_pth_files, hip_started  # only with a value
+        from ._rocm import early_start_files, hip_started  # only with a value
 
         if hip_started():
-            early = early_pth_files()
+            early = early_start_files() or []
             say(too_late(outcome, during=during, early=early), os.environ)
 
 

@@ -20,14 +20,15 @@ from ._config import ConfigError, read_small_file
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
 HIP_LIBRARY = "libamdhip64.so"
 #: The device HIP's runtime opens as it starts, and keeps open.
 KFD = "/dev/kfd"
-#: This package's start-up file: the ``.pth`` files ``site`` runs before it
-#: may have started HIP already.
+#: This package's start-up files: the ``.pth`` line, and Python 3.15's entry
+#: point (PEP 829). The files ``site`` runs before them may have started HIP.
 PTH = "rocm_hwq_autoset.pth"
+START = "rocm_hwq_autoset.start"
 DEFAULT_ROCM_PATH = "/opt/rocm"
 #: Largest ``torch/version.py`` read; PyTorch's is a few hundred bytes.
 MAX_VERSION_PY_BYTES = 64 << 10
@@ -134,29 +135,93 @@ def site_dirs() -> list[str]:
     return [entry for entry in dict.fromkeys(sys.path) if entry in known]
 
 
-def early_pth_files() -> list[str]:
-    """The ``.pth`` files ``site`` runs before this package's (:data:`PTH`)
-    that run code (a line that starts with ``import``): what may have started
-    HIP before the hook. In :func:`site_dirs`' order; within one, by name, up
-    to ours."""
-    found: list[str] = []
-    for folder in site_dirs():
+#: The first Python whose ``site`` runs ``.start`` entry points (PEP 829),
+#: and runs them after every ``.pth`` import line of every site folder.
+PEP_829_PYTHON = (3, 15)
+
+
+def run_before_ours(folders: Sequence[str], version: Sequence[int]) -> list[str] | None:
+    """The start-up files whose code ``site`` runs before this package's hook,
+    in ``site``'s order, for a Python of ``version`` whose site folders are
+    ``folders`` (in discovery order); None where ``site`` never runs ours.
+
+    Python 3.14 and older: folder by folder, each one's ``.pth`` files by name,
+    each file's ``import`` lines as it is read: the ``.pth`` files before ours
+    (:data:`PTH`) that have such a line.
+
+    Python 3.15 and newer (PEP 829): first every ``.pth`` import line of every
+    folder (folders in order, files by name), but not those of a ``<name>.pth``
+    with a ``<name>.start`` beside it, even an empty one; then every ``.start``
+    file's entry points, in the same order. Ours runs from :data:`START`
+    (where it names an entry point; an empty one turns our ``.pth`` line off
+    and the hook never runs), or from :data:`PTH` where no ``.start`` of ours
+    is beside it: every other import line runs before it, and, for our entry
+    point, every ``.start`` entry found before it."""
+    listings: list[tuple[str, list[str]]] = []
+    for folder in folders:
         try:
-            names = sorted(os.listdir(folder))
+            listings.append((folder, sorted(os.listdir(folder))))
         except OSError:
             continue
+    if tuple(version[:2]) < PEP_829_PYTHON:
+        found: list[str] = []
+        for folder, names in listings:
+            for name in names:
+                if name == PTH:
+                    return found
+                path = os.path.join(folder, name)
+                if name.endswith(".pth") and _runs_code(path):
+                    found.append(path)
+        return None
+    imports: list[str] = []
+    entries: list[str] = []
+    our_import = our_entry = None
+    for folder, names in listings:
         for name in names:
-            if name == PTH:
-                return found
-            if name.endswith(".pth") and _runs_code(os.path.join(folder, name)):
-                found.append(os.path.join(folder, name))
-    return found
+            path = os.path.join(folder, name)
+            stem, _, kind = name.rpartition(".")
+            if kind == "pth" and f"{stem}.start" not in names:
+                if name == PTH and our_import is None:
+                    our_import = len(imports)
+                elif name != PTH and _runs_code(path):
+                    imports.append(path)
+            elif kind == "start" and has_entry(path):
+                if name == START and our_entry is None:
+                    our_entry = len(entries)
+                elif name != START:
+                    entries.append(path)
+    if our_import is not None:
+        return imports[:our_import]
+    if our_entry is not None:
+        return imports + entries[:our_entry]
+    return None
+
+
+def early_start_files(version: Sequence[int] | None = None) -> list[str] | None:
+    """The start-up files ``site`` ran (or runs) code from before this
+    package's hook, in this interpreter (:func:`site_dirs`; ``version``: the
+    running Python's): what may have started HIP before the hook
+    (:func:`run_before_ours`; None where ``site`` never runs it)."""
+    import sys
+
+    return run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))
 
 
 def _runs_code(path: str) -> bool:
     """Whether a ``.pth`` file has a line ``site`` executes."""
+    return any(line.startswith(("import ", "import\t")) for line in _lines(path))
+
+
+def has_entry(path: str) -> bool:
+    """Whether a ``.start`` file names an entry point: a line that is neither
+    blank nor a ``#`` comment (PEP 829)."""
+    return any(line.strip() and not line.startswith("#") for line in _lines(path))
+
+
+def _lines(path: str) -> list[str]:
+    """A start-up file's lines, read bounded (none where it cannot be read)."""
     try:
         text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("utf-8", "replace")
     except ConfigError:
-        return False
-    return any(line.startswith(("import ", "import\t")) for line in text.splitlines())
+        return []
+    return text.splitlines()

@@ -152,7 +152,7 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_config",
-        "read_open",
+        "read_up_to",
         "while left > 0:",
         "while left >= 0:",
         "With nothing left to read, os.read(fd, 0) returns b'' and the loop"
@@ -160,19 +160,20 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_config",
-        "read_open",
+        "read_up_to",
         "while left > 0:",
         "while left > 1:",
-        "A regular file gives every byte asked for: left goes from limit + 1"
-        " straight to 0, or the file ends first.",
+        "A regular file gives every byte asked for, and so do /proc's cmdline"
+        " and environ (the kernel copies page after page into one read): left"
+        " goes from limit + 1 straight to 0, or the file ends first.",
     ),
     Equivalent(
         "_config",
-        "read_open",
+        "read_up_to",
         'data = b"".join(chunks)',
         'data = b"XXXX".join(chunks)',
-        "A regular file (the only kind read) gives every byte asked for in"
-        " one read until its end: there is one chunk.",
+        "A regular file, and /proc's cmdline and environ, give every byte"
+        " asked for in one read until their end: there is one chunk.",
     ),
     Equivalent(
         "_config",
@@ -216,16 +217,16 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_cli.__init__",
         "build_parser",
-        'description=textwrap.fill(module.HELP, 79) + "\\n\\n"',
-        'description=textwrap.fill(module.HELP, 80) + "\\n\\n"',
-        "The three help texts are constants that wrap at the same places at"
+        "description = textwrap.fill(module.HELP, 79)",
+        "description = textwrap.fill(module.HELP, 80)",
+        "The four help texts are constants that wrap at the same places at"
         " 80 columns as at 79 (no line could take another word).",
     ),
     Equivalent(
         "_cli.__init__",
         "build_parser",
-        "+ textwrap.fill(TRAINING_ARGS_HELP, 79),",
-        "+ textwrap.fill(TRAINING_ARGS_HELP, 80),",
+        'description += "\\n\\n" + textwrap.fill(TRAINING_ARGS_HELP, 79)',
+        'description += "\\n\\n" + textwrap.fill(TRAINING_ARGS_HELP, 80)',
         "TRAINING_ARGS_HELP is a constant that wraps at the same places at"
         " 80 columns as at 79 (no line could take another word).",
     ),

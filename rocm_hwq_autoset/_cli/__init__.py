@@ -1,12 +1,14 @@
 """``rocm-hwq-autoset`` / ``python -m rocm_hwq_autoset``: the dispatcher.
 
-It knows the commands by name only (``explain``, ``doctor``, ``verify``) and
-imports a command's module when it runs (or when ``--help`` lists them all).
+It knows the commands by name only (``explain``, ``doctor``, ``verify``,
+``status``) and imports a command's module when it runs (or when ``--help``
+lists them all).
 Each command module owns its options, as pip's commands own ``add_options()``:
 its :data:`OPTIONS` table (``_common.Option``), which its ``add_arguments``
 adds to the command's parser and which :func:`split_args` reads to tell the
 command's own arguments from torchtitan's, its ``HELP`` and ``EXAMPLE``, and
-its ``run(opts, out)``. No command imports this module; what they share is in
+its ``run(opts, out)`` (a command that takes no training arguments says
+``TRAINING = False``). No command imports this module; what they share is in
 ``_common``.
 
 A *training argument* is ``--module``, ``--config``, or a dotted flag
@@ -42,7 +44,7 @@ from .._config import ConfigError
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
 from .term import Stdout, Unwritable, discard
 
-COMMANDS = ("explain", "doctor", "verify")
+COMMANDS = ("explain", "doctor", "verify", "status")
 #: argparse gives every command these.
 HELP_OPTIONS = {"-h": False, "--help": False}
 
@@ -108,7 +110,7 @@ def build_parser(
         prog=PROG,
         description="GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see what\n"
         "the start-up hook decides and why, export it, check the install,\n"
-        "check Q against profiler traces.",
+        "check Q against profiler traces, see a node's processes against Q.",
         epilog="\n\n".join(module.EXAMPLE for module in modules),
         formatter_class=_Formatter,
         allow_abbrev=False,
@@ -116,10 +118,11 @@ def build_parser(
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND", required=True)
     for name, module in zip(names, modules):
+        description = textwrap.fill(module.HELP, 79)
+        if getattr(module, "TRAINING", True):
+            description += "\n\n" + textwrap.fill(TRAINING_ARGS_HELP, 79)
         command = sub.add_parser(
-            name, help=module.HELP,
-            description=textwrap.fill(module.HELP, 79) + "\n\n"
-            + textwrap.fill(TRAINING_ARGS_HELP, 79),
+            name, help=module.HELP, description=description,
             epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,
         )  # fmt: skip
         module.add_arguments(command)

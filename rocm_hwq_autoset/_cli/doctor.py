@@ -30,7 +30,7 @@ from .._environ import (
 )
 from .._evaluation import MAX_UNCHECKED, location, open_cache
 from .._left_out import LEFT_OUT, verify_command
-from .._rocm import early_pth_files
+from .._rocm import PEP_829_PYTHON, PTH, START, early_start_files, has_entry
 from ._common import (
     AS_IF_ON_ROCM,
     Option,
@@ -58,12 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, OPTIONS)
 
 
-PTH = "rocm_hwq_autoset.pth"
-START = "rocm_hwq_autoset.start"
 #: The gate module the ``.pth`` line imports, beside the package.
 GATE = "_rocm_hwq_autoset_gate"
-#: The first Python that runs ``.start`` files instead of ``.pth`` import lines.
-PEP_829_PYTHON = (3, 15)
+
+
+def python_version() -> tuple[int, int]:
+    """The running Python's version, whose ``site`` order doctor checks."""
+    return sys.version_info[0], sys.version_info[1]
+
+
 #: Where the detail column starts: after the status and the longest topic.
 COLUMN = 6 + len(START) + 1
 
@@ -132,30 +135,51 @@ def startup_file_checks() -> list[Row]:
         if stale is not None:
             checks.append(Row("FAIL", PTH, stale))
     start_dirs = [d for d, on in dirs if on and os.path.isfile(os.path.join(d, START))]
-    if sys.version_info >= PEP_829_PYTHON:
-        checks.append(
-            Row("ok", START, "present: Python runs it instead of the .pth line")
-            if start_dirs
-            else Row("FAIL", START, "missing: Python 3.15+ runs the hook from it")
-        )  # fmt: skip
+    if python_version() >= PEP_829_PYTHON:
+        if not start_dirs:
+            checks.append(
+                Row("FAIL", START, "missing: Python 3.15+ runs the hook from it")
+            )
+        elif not has_entry(os.path.join(start_dirs[0], START)):
+            checks.append(Row("FAIL", START, (
+                f"{os.path.join(start_dirs[0], START)} names no entry point: it turns"
+                f" the {PTH} line off (PEP 829) and the hook never runs; reinstall:"
+                f" {reinstall_command()}")))  # fmt: skip
+        else:
+            checks.append(
+                Row("ok", START, "present: Python runs it instead of the .pth line")
+            )
     elif start_dirs:
         checks.append(Row("ok", START, "present, for Python 3.15+ (PEP 829)"))
     return checks
 
 
 def early_starters_check() -> Row:
-    """The ``.pth`` files ``site`` runs before ours that run code: one that
-    starts HIP (imports torch and asks for a GPU, say) does so before the hook
-    puts the value in place; the hook then warns, in that launch."""
-    early = early_pth_files()
+    """The start-up files ``site`` runs code from before the hook, in the
+    running Python's order (``_rocm.run_before_ours``): one that starts HIP
+    (imports torch and asks for a GPU, say) does so before the hook puts the
+    value in place; the hook then warns, in that launch."""
+    version = python_version()
+    early = early_start_files(version)
+    if early is None:
+        return Row("note", "before it", f"site never runs the hook here (see {START})")
     if not early:
-        return Row("ok", "before it", f"no .pth file site runs before {PTH} runs code")
+        return Row(
+            "ok", "before it", "no start-up file site runs before the hook runs code"
+        )
+    order = (
+        " (Python 3.15+: every .pth import line of every site folder, then the"
+        " .start entries found before ours)"
+        if version >= PEP_829_PYTHON
+        else ""
+    )
+    plural = len(early) > 1
     return Row(
         "note",
         "before it",
-        f"{len(early)} .pth file{'s' * (len(early) > 1)} site runs before {PTH} run"
-        f"{'s' * (len(early) == 1)} code; one that starts HIP makes the hook come"
-        f" too late (it warns then): {', '.join(early)}",
+        f"{len(early)} start-up file{'s' * plural} site runs before the hook"
+        f" run{'s' * (not plural)} code{order}; one that starts HIP makes the hook"
+        f" come too late (it warns then): {', '.join(early)}",
     )
 
 

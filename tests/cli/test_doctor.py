@@ -416,9 +416,9 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
             "path",
             ["", *map(str, processed), *(str(tmp_path / p) for p in on_path)],
         )
-        # Python 3.15 runs .start files; this one is made to be exactly that one.
-        version = tuple(sys.version_info) if pep_829 else (99, 0)
-        monkeypatch.setattr(_doctor, "PEP_829_PYTHON", version)
+        # Python 3.15 runs .start files: doctor checks as that Python, or 3.14.
+        version = (3, 15) if pep_829 else (3, 14)
+        monkeypatch.setattr(_doctor, "python_version", lambda: version)
         return [(s, t, d.replace(str(tmp_path), "T")) for s, t, d in
                 rows(startup_file_checks())]  # fmt: skip
 
@@ -431,7 +431,7 @@ PTH, START = "rocm_hwq_autoset.pth", "rocm_hwq_autoset.start"
 def test_start_up_files_in_a_site_directory(layout: Any) -> None:
     assert layout({"site-b": [PTH, START], "user": [START]}) == [
         ("ok", PTH, f"T/site-b/{PTH}"),
-        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
+        ("ok", "before it", "no start-up file site runs before the hook runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
 
@@ -448,25 +448,72 @@ def test_the_pth_files_site_runs_first_that_run_code_are_named(layout: Any) -> N
              "user": ["u.pth"]}  # fmt: skip
     assert layout(files, texts=texts)[:2] == [
         ("ok", PTH, f"T/site-b/{PTH}"),
-        ("note", "before it", f"2 .pth files site runs before {PTH} run code; one"
+        ("note", "before it", "2 start-up files site runs before the hook run code; one"
          " that starts HIP makes the hook come too late (it warns then):"
          " T/site-a/aa_probe.pth, T/site-b/distutils-precedence.pth"),
     ]  # fmt: skip
 
 
+ENTRY = "_rocm_hwq_autoset_gate:start\n"
+
+
 def test_start_up_files_on_python_3_15(layout: Any) -> None:
-    assert layout({"site-a": [PTH, START]}, pep_829=True) == [
+    found = layout({"site-a": [PTH, START]}, pep_829=True, texts={START: ENTRY})
+    assert found == [
         ("ok", PTH, f"T/site-a/{PTH}"),
-        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
+        ("ok", "before it", "no start-up file site runs before the hook runs code"),
         ("ok", START, "present: Python runs it instead of the .pth line"),
     ]
+
+
+def test_an_empty_start_file_turns_the_hook_off_on_python_3_15(layout: Any) -> None:
+    """PEP 829: a ``.start`` beside the ``.pth`` of its name turns that
+    file's import lines off, even when it names no entry point."""
+    assert layout({"site-a": [PTH, START]}, pep_829=True)[1:] == [
+        ("note", "before it", f"site never runs the hook here (see {START})"),
+        ("FAIL", START, f"T/site-a/{START} names no entry point: it turns the {PTH}"
+         " line off (PEP 829) and the hook never runs; reinstall: REINSTALL"),
+    ]  # fmt: skip
+
+
+#: Site folders whose start-up files run in another order on 3.15 (PEP 829).
+ORDERED = {"site-a": ["aa_first.start", "aa_probe.pth", "bb.pth", "bb.start", PTH,
+                      START, "zz_after.pth", "zz_late.start"],
+           "user": ["a_user.start", "u.pth"]}  # fmt: skip
+ORDERED_TEXTS = {"aa_first.start": "first:go\n", "aa_probe.pth": "import gpu_probe\n",
+                 "bb.pth": "import b\n", START: ENTRY, "zz_after.pth": "import late\n",
+                 "zz_late.start": "late:go\n", "a_user.start": "user:go\n",
+                 "u.pth": "import user_thing\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pep_829", "early"),
+    [
+        (False, "2 start-up files site runs before the hook run code; one that"
+         " starts HIP makes the hook come too late (it warns then):"
+         " T/site-a/aa_probe.pth, T/site-a/bb.pth"),
+        (True, "4 start-up files site runs before the hook run code (Python 3.15+:"
+         " every .pth import line of every site folder, then the .start entries"
+         " found before ours); one that starts HIP makes the hook come too late (it"
+         " warns then): T/site-a/aa_probe.pth, T/site-a/zz_after.pth, T/user/u.pth,"
+         " T/site-a/aa_first.start"),
+    ],
+)  # fmt: skip
+def test_what_runs_before_the_hook_follows_the_pythons_order(
+    layout: Any, pep_829: bool, early: str
+) -> None:
+    """3.14 and older: folder by folder, by name, up to our .pth. 3.15+: every
+    import line first (bb.pth's turned off by bb.start, empty as it is), then
+    the entry points found before ours."""
+    rows = layout(ORDERED, pep_829=pep_829, texts=ORDERED_TEXTS)
+    assert rows[1] == ("note", "before it", early)
 
 
 def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
     found = layout({"site-a": [PTH], "user": [START]}, user_site=False, pep_829=True)
     assert found == [
         ("ok", PTH, f"T/site-a/{PTH}"),
-        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
+        ("ok", "before it", "no start-up file site runs before the hook runs code"),
         ("FAIL", START, "missing: Python 3.15+ runs the hook from it"),
     ]
 
@@ -474,7 +521,7 @@ def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
 def test_start_up_files_in_the_user_site(layout: Any) -> None:
     assert layout({"user": [PTH, START]}) == [
         ("ok", PTH, f"T/user/{PTH}"),
-        ("ok", "before it", f"no .pth file site runs before {PTH} runs code"),
+        ("ok", "before it", "no start-up file site runs before the hook runs code"),
         ("ok", START, "present, for Python 3.15+ (PEP 829)"),
     ]
     assert layout({}, user_site=False) == [

@@ -26,6 +26,7 @@ DOCTOR = [
     "    --parallelism.expert_parallel_degree 2",
 ]
 VERIFY = ["rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"]
+STATUS = ["rocm-hwq-autoset status", "rocm-hwq-autoset status --pid 4242 --json"]
 
 #: For each command: its usage, what its help says in words (whitespace aside),
 #: and its examples, line by line.
@@ -79,6 +80,19 @@ HELP = {
         ],
         ["example:", *VERIFY],
     ),
+    "status": (
+        "usage: rocm-hwq-autoset status [-h] [--json] [--pid N]",
+        [
+            "Show this node's processes that use a GPU through HIP or are a"
+            " torchtitan launch: each one's GPU_MAX_HW_QUEUES and who set it,"
+            " whether HIP has started, its hardware queues per GPU against Q."
+            " Exit 0: no process at the cap; 1: some process at or past it on a"
+            " GPU (its streams may share queues); 2: an error.",
+            "--json one JSON object on stdout: the processes, the GPUs, the notes",
+            "--pid N this process only (any process, launch or not)",
+        ],
+        ["examples:", *STATUS],
+    ),
 }
 
 
@@ -102,9 +116,11 @@ def test_each_commands_help(command: str, capsys: pytest.CaptureFixture[str]) ->
     usage, said, examples = HELP[command]
     text = help_of(capsys, command)
     assert " ".join(text.split("\n\n")[0].split()) == usage
-    # The description and the training arguments, each a paragraph filled to
-    # 79 columns: no line could have taken the next line's first word.
-    for paragraph, words in zip(text.split("\n\n")[1:3], said):
+    # The description and the training arguments (for a command that takes
+    # them), each a paragraph filled to 79 columns: no line could have taken
+    # the next line's first word.
+    paragraphs = 2 if TRAINING in said else 1
+    for paragraph, words in zip(text.split("\n\n")[1 : 1 + paragraphs], said):
         assert " ".join(paragraph.split()) == words
         lines = paragraph.splitlines()
         for line, after in zip(lines, lines[1:]):
@@ -125,7 +141,8 @@ def test_the_programs_help(capsys: pytest.CaptureFixture[str]) -> None:
                            "GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see"
                            " what\nthe start-up hook decides and why, export it,"
                            " check the install,\ncheck Q against profiler"
-                           " traces.\n\n")  # fmt: skip
+                           " traces, see a node's processes against"
+                           " Q.\n\n")  # fmt: skip
     flat = " ".join(text.split())
     for command, (_, said, _) in HELP.items():
         assert f"{command} {said[0]}" in flat  # each command, with its words
@@ -133,7 +150,7 @@ def test_the_programs_help(capsys: pytest.CaptureFixture[str]) -> None:
         "\n\n".join(
             "\n".join(("  " + line if i else line) for i, line in enumerate(block))
             for block in (["examples:", *EXPLAIN], ["example:", *DOCTOR],
-                          ["example:", *VERIFY])
+                          ["example:", *VERIFY], ["examples:", *STATUS])
         ) + "\n"
     )  # fmt: skip
 

@@ -43,6 +43,7 @@ RUNS = {
     "in_time.py": "",
     "toml_limits.py": "",
     "verify_throughput.py": "",
+    "status.py": "",
 }
 
 
@@ -139,6 +140,12 @@ def test_startup_instructions(quick: QuickRuns) -> None:
         rf"\n  3\.\d+\.\d+ +{NUMBER}  <= {NUMBER}: met\n",
     )
     assert int(decision.replace(",", "")) > 0
+
+
+def test_status(quick: QuickRuns) -> None:
+    out = quick.output("status.py")
+    figures(out, rf"status \(text\), 8 GPU processes among \d+ on the node: median"
+                 rf" {NUMBER} ms wall", r"status \(json\)")  # fmt: skip
 
 
 def test_decision(quick: QuickRuns) -> None:

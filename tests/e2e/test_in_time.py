@@ -68,7 +68,7 @@ def warning(during: str, early: str = "") -> str:
     """The warning, as one line of at most ``MAX_LINE`` characters: a long
     path (a deeper temporary folder: xdist's worker's own, CI's) is cut from
     the middle of its message, as every line of the package is."""
-    before = f"; .pth files site ran before ours: {early}" if early else ""
+    before = f"; start-up files site ran before ours: {early}" if early else ""
     text = (
         f"warning: HIP had started in this process {during},"
         f" before GPU_MAX_HW_QUEUES=8 was set{before}: this process runs with"

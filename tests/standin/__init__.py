@@ -247,6 +247,9 @@ except ImportError:
 print(json.dumps({"queues": os.environ.get("GPU_MAX_HW_QUEUES"),
                   "origin": os.environ.get("ROCM_HWQ_AUTOSET_ORIGIN"),
                   "torch": "torch" in sys.modules, "pid": os.getpid()}))
+if os.environ.get("STANDIN_HOLD"):  # a training that runs: until stdin closes
+    open(os.path.join(os.environ["STANDIN_HOLD"], str(os.getpid())), "w").close()
+    sys.stdin.read()
 """,
 }
 # A recipe outside torchtitan, imported from the launch's working directory.

@@ -471,7 +471,7 @@ def test_a_value_put_after_hip_started_is_said_to_come_too_late(
         return
     assert lines[1:] == [
         "rocm-hwq-autoset: warning: HIP had started in this process at interpreter"
-        " start, before GPU_MAX_HW_QUEUES=8 was set; .pth files site ran before"
+        " start, before GPU_MAX_HW_QUEUES=8 was set; start-up files site ran before"
         f" ours: {site / 'aaa_gpu_probe.pth'}: this process runs with HIP's default"
         " (4); set GPU_MAX_HW_QUEUES=8 in the job's environment (rocm-hwq-autoset"
         " explain --export), or start HIP later"

@@ -40,6 +40,8 @@ LAYERS = {
     "_rocm": 1,
     # the decision as a value (and its one line), the public API
     "_decision": 2, "_api": 2,
+    # a node's view: its processes, their values and queues, read from outside
+    "_node": 3,
     # the --module wing, one band: what an evaluation read, its answer, one
     # child's process, the process starts a launcher makes, torchtitan's
     # registry, the waiting lines; the cache; the child's side and the
@@ -55,7 +57,7 @@ LAYERS = {
     # the command line: terminal output and its streams, shared, commands,
     # dispatcher
     "_cli.term": 9, "_cli._common": 10,
-    "_cli.explain": 11, "_cli.doctor": 11, "_cli.verify": 11,
+    "_cli.explain": 11, "_cli.doctor": 11, "_cli.verify": 11, "_cli.status": 11,
     "_cli.__init__": 12, "__main__": 13,
     # beside the package: the console script (the dispatcher, or one line)
     "_rocm_hwq_autoset_cli": 13,
