@@ -158,7 +158,12 @@ def prints_for_node(environ: "Mapping[str, str]") -> bool:
     """Whether this process prints by default: once per node (a process with
     no local rank, such as torchrun's launcher, or local rank 0)."""
     found = local_rank(environ)
-    return found is None or found[1].strip() == "0"
+    if found is None:
+        return True
+    try:
+        return int(found[1]) == 0  # as torch reads it: "00" and " 0" are 0
+    except ValueError:
+        return False
 
 
 def positive_int(text: str) -> "int | None":

@@ -5,10 +5,15 @@ the ranks of one node share one evaluation.
 An entry is a JSON file named after a key: what a later launch must match
 exactly (the training arguments, the interpreter, the working directory, the
 variables that shape ``sys.path`` and the visible GPUs).
-It holds the evaluation's result (the model's inputs and every field with its
-source) and what the evaluation read (``deps``), checked before every use.
+It names its key, and holds variants: each an evaluation's result (the model's
+inputs and every field with its source) and what the evaluation read
+(``deps``), checked before every use; one per machine whose evaluation read
+something else (a node-local file).
 
-Safety: the directory is created private (0700); it and an entry are trusted
+Safety: the directory is created private (0700, and the folders on the way to
+it, whatever the umask); it is opened once without following a link, tested
+on that descriptor, and every file of it is reached through it (``dir_fd``);
+it and an entry are trusted
 only when the current user owns them and nobody else can write them; entries are
 written to a temporary file and renamed (atomic on local file systems and NFS);
 at most :data:`MAX_ENTRIES` are kept, the least recently used pruned. Only
@@ -23,7 +28,6 @@ there were none.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -48,12 +52,18 @@ if TYPE_CHECKING:
 
 #: The layout of an entry; another layout is not read (it is in the key too).
 #: 3: an ``id``; 4: the inputs and fields of the streams the model leaves out
-#: (``_model.LEFT_OUT``), without which a format-3 entry cannot be decoded.
-FORMAT = 4
-#: The most times a node takes an entry in a row without a check of it
-#: completing (anywhere): the next launch evaluates before training starts.
-#: A check that completes stores the entry anew, with a new ``id``.
+#: (``_model.LEFT_OUT``), without which a format-3 entry cannot be decoded;
+#: 5: the entry names its key, and holds variants (one per machine whose
+#: evaluation read something else: a node-local file).
+FORMAT = 5
+#: The most launches of one machine that take an entry without this machine
+#: evaluating it since (a check that completes, or a launch that evaluates):
+#: the next launch evaluates before training starts. Another machine's
+#: evaluation does not count for this one.
 MAX_UNCHECKED = 2
+#: Variants an entry keeps: the machines sharing a cache whose evaluations
+#: read different files (a node-local one) each keep theirs.
+MAX_VARIANTS = 8
 #: Entries kept: one per distinct launch (arguments, directory, interpreter); a
 #: few hundred KB each with torchtitan 0.3.0 (the paths of ~3,900 files).
 MAX_ENTRIES = 32
@@ -61,8 +71,9 @@ MAX_ENTRIES = 32
 MAX_ENTRY_BYTES = 16 << 20
 #: Temporary, lock and result files older than this are left-overs.
 STALE_SECONDS = 24 * 3600
-#: Largest record of an entry's times taken unchecked read: its lines are an
-#: entry's id each, 17 bytes; over half of it, the records start again.
+#: Largest record of the launches that took an entry read: a line of 17 bytes
+#: each, at most :data:`MAX_UNCHECKED` launches (a larger one is not ours, and
+#: counts as the most).
 MAX_SERVED_BYTES = 4096
 #: Variables read before any Python code of the child runs (the interpreter's
 #: own: those that shape ``sys.path``, and those that change how code runs,
@@ -76,6 +87,11 @@ KEY_VARIABLES = (
     "PYTHONWARNDEFAULTENCODING", "PYTHONINTMAXSTRDIGITS", "PYTHON_CPU_COUNT",
     *DEVICES,
 )  # fmt: skip
+#: Of those, the lists of folders: in the key as the folders they name
+#: (``/x/`` and ``/x`` are one folder).
+PATH_VARIABLES = ("PYTHONPATH",)
+#: Of those, single folders.
+FOLDER_VARIABLES = ("PYTHONHOME", "PYTHONUSERBASE")
 
 
 #: A host's part of a file name (:func:`host`).
@@ -83,9 +99,9 @@ _HOST = r"[A-Za-z0-9_.-]{1,64}"
 #: The names the cache makes, and the only ones it ever removes: an entry
 #: (``<key>.json``), a node's lock and published answer (``<key>.<host>.lock``,
 #: ``<key>.<host>.result``), the lock of a node's background check
-#: (``<key>.<host>.check``), the node's record of the times it took the entry
-#: unchecked (``<key>.<host>.served``) and the temporary file of any of those
-#: (``<name>.<host>.<pid>.tmp``).
+#: (``<key>.<host>.check``), a machine's record of the launches that took the
+#: entry unchecked (``<key>.<machine>.served``) and the temporary file of any
+#: of those (``<name>.<host>.<pid>.tmp``).
 OWN_NAME = re.compile(
     rf"[0-9a-f]{{32}}(?:\.json|\.{_HOST}\.(?:lock|result|check|served))"
     rf"(?:\.{_HOST}\.[0-9]{{1,10}}\.tmp)?",
@@ -107,13 +123,14 @@ TAG_TEXT = (
 )
 
 
-def location(environ: Mapping[str, str]) -> str:
+def location(environ: Mapping[str, str]) -> str | None:
     """The cache directory for this environment: ``ROCM_HWQ_AUTOSET_CACHE_DIR``,
     else ``$XDG_CACHE_HOME/rocm-hwq-autoset``, else ``~/.cache/rocm-hwq-autoset``;
-    where there is no home (``HOME`` unset or relative, and no passwd entry),
-    a folder of this user's in the system's temporary directory, never a
-    literal ``~`` in the working directory. ``ConfigError`` for a
-    ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is none of."""
+    None where there is no home (``HOME`` unset or relative, and no passwd
+    entry): no cache then, never a folder in a directory others can write (the
+    system's temporary one) nor a literal ``~`` in the working directory.
+    ``ConfigError`` for a ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is
+    none of."""
     chosen = environ.get(CACHE_DIR)
     home = _home(environ)
     if chosen:
@@ -128,9 +145,7 @@ def location(environ: Mapping[str, str]) -> str:
     if os.path.isabs(xdg):  # the XDG spec ignores a relative one
         return os.path.join(xdg, NAME)
     if home is None:
-        import tempfile
-
-        return os.path.join(tempfile.gettempdir(), f"{NAME}-{os.getuid()}")
+        return None
     return os.path.join(home, ".cache", NAME)
 
 
@@ -149,28 +164,69 @@ def _home(environ: Mapping[str, str]) -> str | None:
     return found if os.path.isabs(found) else None
 
 
+#: Why there is no cache where there is no home.
+NO_HOME = (
+    f"no home directory and no {CACHE_DIR}: no cache, each --module launch evaluates"
+)
+
+
 def key(
     args: Sequence[str],
     environ: Mapping[str, str],
     interpreter: tuple[Sequence[str], str | None] = ((), None),
 ) -> str:
     """What a launch must match exactly to use an entry, hashed: 32 hex digits.
-    The entry's format; the interpreter, by its real path, ``sys.prefix``'s
-    and version (``venv/bin/python``, ``python3``, a console script's shebang
-    and the venv reached through a link share entries; two venvs of one Python
-    do not); the working directory, the
+    The entry's format; the interpreter (:func:`_interpreter`) and its
+    version (``venv/bin/python``, ``python3``, a console script's shebang
+    and the venv reached through a link or a bind mount share entries; two
+    venvs of one Python do not); the working directory, the
     arguments and :data:`KEY_VARIABLES` (the visible GPUs by how many each
     lists, not which: ranks bound to one GPU each share an entry), in that
     order; the interpreter's options that change where imports come from and
     the first ``sys.path`` entry it puts (``parent.interpreter_of``). JSON
     escapes every character that is not ASCII (an argument of undecodable bytes
     too)."""
-    fields = [FORMAT, os.path.realpath(sys.executable), os.path.realpath(sys.prefix),
-              sys.version,
-              os.getcwd(), list(args), list(interpreter[0]), interpreter[1],
-              [_devices(environ.get(name)) if name in DEVICES else environ.get(name)
-               for name in KEY_VARIABLES]]  # fmt: skip
+    fields = [
+        FORMAT,
+        *_interpreter(),
+        sys.version,
+        os.getcwd(),
+        list(args),
+        list(interpreter[0]),
+        interpreter[1],
+        [_key_value(name, environ.get(name)) for name in KEY_VARIABLES],
+    ]
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
+
+
+def _interpreter() -> list[Any]:
+    """The interpreter, as the key holds it: a venv by its ``pyvenv.cfg``
+    (inode, size, modification and change time: the same through a link or a
+    bind mount, and on every NFS client, where device numbers differ; another
+    venv's differs), its executable by its real path within the venv; else the
+    real paths of ``sys.executable`` and ``sys.prefix``."""
+    prefix = os.path.realpath(sys.prefix)
+    executable = os.path.realpath(sys.executable)
+    try:
+        info = os.stat(os.path.join(prefix, "pyvenv.cfg"))
+    except OSError:  # no venv
+        return [executable, prefix]
+    if executable.startswith(prefix + os.sep):  # a venv of copies
+        executable = os.path.relpath(executable, prefix)
+    venv = ["venv", info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    return [executable, venv]
+
+
+def _key_value(name: str, value: str | None) -> Any:
+    """A variable of the key as the interpreter takes it: the visible GPUs by
+    their count, folders normalised (``PYTHONPATH=/x/`` is ``/x``)."""
+    if name in DEVICES:
+        return _devices(value)
+    if value and name in PATH_VARIABLES:
+        return [os.path.normpath(p) if p else p for p in value.split(os.pathsep)]
+    if value and name in FOLDER_VARIABLES:
+        return os.path.normpath(value)
+    return value
 
 
 def _devices(value: str | None) -> int | None:
@@ -182,14 +238,102 @@ def _devices(value: str | None) -> int | None:
 
 
 def host() -> str:
-    """This node's name, as a file name: the coordination never spans nodes."""
-    name = os.uname().nodename or "localhost"
+    """This node's name, as a file name: the ranks of one host share an
+    evaluation through its lock."""
+    return _file_name(os.uname().nodename or "localhost")
+
+
+def _file_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]
+
+
+#: The kernel's id of this boot: the same in every container and UTS namespace
+#: of the computer (``/proc/sys/kernel/random/boot_id`` is not namespaced),
+#: another on every other computer.
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def machine() -> str:
+    """This computer, as a file name: its boot id, which a new host name (a pod
+    restarted, ``unshare -u``) or a restarted container does not change, and
+    which differs on each host of a cache shared over NFS; the host name where
+    there is none (not Linux)."""
+    try:
+        fd = os.open(BOOT_ID, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            found = os.read(fd, 64).decode("ascii").strip().replace("-", "")
+        finally:
+            os.close(fd)
+    except (OSError, UnicodeDecodeError):
+        return host()
+    return found if re.fullmatch(r"[0-9a-f]{32}", found) else host()
+
+
+#: Variables naming one launch of a job (a ``srun`` step, an ``mpirun``): its
+#: ranks, alive together, take an entry once between them. Without them, the
+#: processes one process started (a script starting its ranks with ``&``) are
+#: one launch.
+LAUNCH_VARIABLES = (
+    ("SLURM_JOB_ID", "SLURM_STEP_ID"), ("PMIX_NAMESPACE",),
+    ("OMPI_MCA_ess_base_jobid",), ("FLUX_JOB_ID",),
+)  # fmt: skip
+#: A launch's line in the record of the times an entry was taken: its 16 hex
+#: digits, the process that took it for the launch (pid, start time) and when
+#: (seconds since the epoch): a rank of that launch takes it again while that
+#: process lives, or within :data:`LAUNCH_SECONDS` (ranks start together, and
+#: one may end at once); after, the same identifiers (a requeued job's step 0,
+#: the next launch of a loop in one step or one script) are another launch.
+LAUNCH = re.compile(rb"([0-9a-f]{16}) ([0-9]{1,10}) ([0-9]{1,20}) ([0-9]{1,12})\n",
+                    re.ASCII)  # fmt: skip
+LAUNCH_SECONDS = 10
+
+
+def launch_of(environ: Mapping[str, str], launcher: int | None = None) -> str:
+    """The launch of the process ``launcher`` (this one by default), as 16 hex
+    digits: its job step's identifiers, else the process that started it (its
+    pid and start time); a process whose parent cannot be told is a launch of
+    its own."""
+    for names in LAUNCH_VARIABLES:
+        values = [environ.get(name) for name in names]
+        if all(values):
+            found: list[Any] = [names, values]
+            break
+    else:
+        stat_fields = _stat(os.getpid() if launcher is None else launcher)
+        parent = None if stat_fields is None else int(stat_fields[1])
+        found = ["parent", parent, parent and _started(parent)]
+        if None in found:
+            found.append(_OWN)
+    return hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (the parent's
+    pid is the second, the start time the twentieth), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            fields = stat_file.read(4096).rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def _started(pid: int) -> int | None:
+    """When the process ``pid`` started (clock ticks since boot: a pid used
+    again is another process), or None when there is none."""
+    fields = _stat(pid)
+    try:
+        return None if fields is None else int(fields[19])
+    except ValueError:
+        return None
+
+
+_OWN = secrets.token_hex(8)
 
 
 class Entry:
     """An entry taken from the cache: its config, and its ``id`` (new at each
-    store: a completed check stores the entry anew)."""
+    store)."""
 
     __slots__ = ("config", "id")
 
@@ -199,126 +343,227 @@ class Entry:
 
 
 class Cache:
-    """A usable cache directory (see :func:`open_cache`)."""
+    """A usable cache directory (see :func:`open_cache`), reached through one
+    descriptor opened without following a link and tested, as it is open, to
+    be a directory of this user's that no one else can write: every file of it
+    is opened, written, renamed and removed relative to that descriptor
+    (``dir_fd``), never by a path another user could redirect. ``OSError`` if
+    it cannot be opened, ``ConfigError`` if it cannot be trusted."""
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.fd = -1
+        self._identity: tuple[int, int] | None = None
+        self.dir()
+
+    def dir(self) -> int:
+        """The directory's descriptor, opened again after :meth:`close` (and
+        then it must be the same directory)."""
+        if self.fd >= 0:
+            return self.fd
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.path, flags)
+        try:
+            info = os.fstat(fd)
+            problem = _untrusted(info)
+            if problem:
+                raise ConfigError(problem)
+            identity = (info.st_dev, info.st_ino)
+            if self._identity not in (None, identity):
+                raise ConfigError("replaced since it was opened")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd, self._identity = fd, identity
+        return fd
+
+    def close(self) -> None:
+        """Let go of the descriptor (a training process keeps none open)."""
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def entry(self, key: str) -> str:
         return os.path.join(self.path, f"{key}.json")
 
-    def lookup(self, key: str, environ: Mapping[str, str]) -> tuple[Entry | None, str]:
-        """The entry when it is trusted, nothing it depended on changed, and
-        this node took it fewer than :data:`MAX_UNCHECKED` times since a check
-        of it completed; else None. And one phrase saying which. A cache where
-        a use cannot be noted (read-only) has no entry to take: nothing would
-        bound how often it is taken unchecked."""
-        path = self.entry(key)
+    def lookup(
+        self,
+        key: str,
+        environ: Mapping[str, str],
+        *,
+        take: bool = False,
+        launcher: int | None = None,
+    ) -> tuple[Entry | None, str]:
+        """The entry when it is trusted, names ``key``, one of its variants
+        depended on nothing that changed, and this machine took it fewer than
+        :data:`MAX_UNCHECKED` times since it last evaluated it; else None. And
+        one phrase saying which. ``take``: the launch takes it, noted
+        (:meth:`take`). A cache where a use cannot be noted (read-only) has no
+        entry to take: nothing would bound how often it is taken unchecked."""
         try:
-            data = _read_trusted(path, MAX_ENTRY_BYTES)
+            data = _read_trusted(f"{key}.json", MAX_ENTRY_BYTES, self.dir())
         except FileNotFoundError:
             return None, "no entry"
         except (OSError, ConfigError) as exc:
             return None, f"entry ignored: {exc}"
-        if not os.access(self.path, os.W_OK | os.X_OK):  # a read-only mount ...
+        if not os.access(".", os.W_OK | os.X_OK, dir_fd=self.dir()):  # read-only
             return None, "read-only: no use of an entry can be noted, none is taken"
         try:
             doc = json.loads(data)
             if doc["format"] != FORMAT:
                 return None, "entry of another format"
-            change = changed(doc["deps"], environ)
+            if doc["key"] != key:
+                return None, "entry ignored: it is another launch's"
+            change = None
+            for variant in doc["variants"]:
+                change = changed(variant["deps"], environ)
+                if change is None:
+                    break
             if change is not None:
                 return None, f"stale: {change}"
-            if not isinstance(doc["id"], str) or not ID.fullmatch(doc["id"]):
+            if not isinstance(variant["id"], str) or not ID.fullmatch(variant["id"]):
                 raise ValueError("no id")
-            found = Entry(config_from_json(doc["result"]), doc["id"])
+            found = Entry(config_from_json(variant["result"]), variant["id"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, "entry ignored: corrupt"
-        if self.unchecked(key, found.id) >= MAX_UNCHECKED:
-            return None, (
-                f"taken {MAX_UNCHECKED} times on this node with no check of it"
-                " completed"
-            )
+        if take:
+            refused = self.take(key, environ, launcher)
+        else:
+            launch = launch_of(environ, launcher)
+            refused = _over(self.unchecked(key), launch)[0]
+        if refused:
+            return None, refused
         with contextlib.suppress(OSError):
-            os.utime(path)  # recently used: pruned last
+            os.utime(f"{key}.json", dir_fd=self.dir())  # recently used
         return found, "hit"
 
     def served_file(self, key: str) -> str:
-        return os.path.join(self.path, f"{key}.{host()}.served")
+        return f"{key}.{machine()}.served"
 
-    def unchecked(self, key: str, entry_id: str) -> int:
-        """How many times this node took the entry ``entry_id`` unchecked (a
-        record that cannot be trusted or read: as many as may be)."""
+    def unchecked(self, key: str) -> list[tuple[str, int, int, int]] | None:
+        """The launches that took the entry on this machine since it last
+        evaluated it (None: a record that cannot be trusted or read, counted
+        as the most)."""
         try:
-            data = _read_trusted(self.served_file(key), MAX_SERVED_BYTES)
+            data = _read_trusted(self.served_file(key), MAX_SERVED_BYTES, self.dir())
         except FileNotFoundError:
-            return 0
+            return []
         except (OSError, ConfigError):
-            return MAX_UNCHECKED
-        return data.split().count(entry_id.encode())
+            return None
+        return _launches(data)
 
-    def take(self, key: str, entry_id: str) -> str:
-        """Note that the node's one process takes the entry ``entry_id`` (the
-        hook's hit, or its child's); "" once noted, else why not. An entry
-        whose use cannot be noted (a read-only cache) is not taken: nothing
-        would bound how often it is taken unchecked then."""
+    def take(
+        self, key: str, environ: Mapping[str, str], launcher: int | None = None
+    ) -> str:
+        """Note that this launch takes the entry; "" once noted (or noted
+        already, by another rank of it), else why not: the machine took it
+        :data:`MAX_UNCHECKED` times since it evaluated it, or the record
+        cannot be written (a read-only cache, a full disk: nothing would bound
+        how often it is taken unchecked). Atomic under the record's lock, so
+        that launches at once count each. ``launcher``: the process whose
+        launch it is (:func:`launch_of`)."""
+        mine = launch_of(environ, launcher)
+        taker = os.getpid() if launcher is None else launcher
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            self.served(key, entry_id)
+            fd = os.open(self.served_file(key), flags, 0o600, dir_fd=self.dir())
         except OSError as exc:
             return f"cannot note that the entry is taken ({exc.strerror})"
+        try:
+            _lock(fd)
+            info = os.fstat(fd)
+            problem = _untrusted(info) or ("" if stat.S_ISREG(info.st_mode) else "?")
+            launches = None if problem else _launches(read_open(fd, MAX_SERVED_BYTES))
+            refused, counted = _over(launches, mine)
+            if refused or counted:
+                return refused
+            os.lseek(fd, 0, os.SEEK_END)
+            line = f"{mine} {taker} {_started(taker) or 0} {int(time.time())}\n"
+            os.write(fd, line.encode())
+        except (OSError, ConfigError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            return f"cannot note that the entry is taken ({why})"
+        finally:
+            os.close(fd)
         return ""
 
-    def served(self, key: str, entry_id: str) -> None:
-        """Note that this node took the entry ``entry_id``, unchecked as yet
-        (one short line, appended: a record of another id is a stale one).
-        ``OSError`` if it cannot."""
-        path = self.served_file(key)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path, flags, 0o600)
+    def evaluated(self, key: str) -> None:
+        """This machine evaluated the launch: the times it took the entry
+        unchecked start again (another machine's evaluation never does)."""
+        flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            if os.fstat(fd).st_size > MAX_SERVED_BYTES // 2:  # old records
+            fd = os.open(self.served_file(key), flags, dir_fd=self.dir())
+        except OSError:  # none yet
+            return
+        try:
+            _lock(fd)
+            if not _untrusted(os.fstat(fd)):
                 os.ftruncate(fd, 0)
-            os.write(fd, f"{entry_id}\n".encode())
+        except OSError:
+            pass
         finally:
             os.close(fd)
 
     def remove(self, key: str) -> None:
         """Remove the entry (an evaluation found it wrong); ``OSError`` if it
         cannot."""
-        os.unlink(self.entry(key))
+        os.unlink(f"{key}.json", dir_fd=self.dir())
 
     def store(self, key: str, config: Config, deps: dict[str, Any]) -> None:
-        """Write an entry atomically, with a new ``id``, then prune. ``OSError``
-        if it cannot."""
-        doc = {"format": FORMAT, "id": secrets.token_hex(8),
-               "result": config_to_json(config), "deps": deps}  # fmt: skip
-        self._write(self.entry(key), json.dumps(doc, separators=(",", ":")))
+        """Write the entry atomically: this evaluation's variant first, with a
+        new ``id``, and the other machines' (at most :data:`MAX_VARIANTS` in
+        all; one of the same result and record is this one); then prune.
+        ``OSError`` if it cannot."""
+        me = machine()
+        variant = {"id": secrets.token_hex(8), "machine": me,
+                   "result": config_to_json(config), "deps": deps}  # fmt: skip
+        variants = [variant]
+        this = _content(variant)
+        for other in self._variants(key):
+            if other.get("machine") != me and _content(other) != this:
+                variants.append(other)
+        doc = {"format": FORMAT, "key": key, "variants": variants[:MAX_VARIANTS]}
+        self._write(f"{key}.json", json.dumps(doc, separators=(",", ":")))
+        self.evaluated(key)
         self.prune()
 
-    def _write(self, path: str, text: str) -> None:
-        temp = f"{path}.{host()}.{os.getpid()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(temp, flags, 0o600)
+    def _variants(self, key: str) -> list[dict[str, Any]]:
+        """The variants of the entry now, if it is a trusted one of this
+        format for ``key``; else none."""
+        try:
+            doc = json.loads(_read_trusted(f"{key}.json", MAX_ENTRY_BYTES, self.dir()))
+            if doc["format"] == FORMAT and doc["key"] == key:
+                return [v for v in doc["variants"] if isinstance(v, dict)]
+        except Exception:  # none, or damaged: replaced
+            pass
+        return []
+
+    def _write(self, name: str, text: str) -> None:
+        temp = f"{name}.{host()}.{os.getpid()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        where = self.dir()
+        fd = os.open(temp, flags, 0o600, dir_fd=where)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(text.encode())  # JSON: ASCII
-            os.replace(temp, path)
+            os.replace(temp, name, src_dir_fd=where, dst_dir_fd=where)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(temp)
+                os.unlink(temp, dir_fd=where)
             raise
 
     def count(self) -> int:
         return len(self._entries()[0])
 
     def _entries(self) -> tuple[list[tuple[float, str]], list[os.DirEntry[str]], bool]:
-        """The entries (modification time, path), oldest first; the other files
+        """The entries (modification time, name), oldest first; the other files
         of the cache's own form; and whether the directory holds anything else
         (a name not of that form, or one of it that is not a regular file)."""
         found = []
         others = []
         foreign = False
-        with os.scandir(self.path) as listing:
+        with os.scandir(self.dir()) as listing:
             for entry in listing:
                 if entry.name == TAG:
                     continue
@@ -329,7 +574,8 @@ class Cache:
                     if not entry.is_file(follow_symlinks=False):  # a link ...
                         foreign = True
                     elif ENTRY_NAME.fullmatch(entry.name):
-                        found.append((entry.stat().st_mtime, entry.path))
+                        info = entry.stat(follow_symlinks=False)
+                        found.append((info.st_mtime, entry.name))
                     else:
                         others.append(entry)
                 except OSError:  # another rank pruned it meanwhile
@@ -344,30 +590,30 @@ class Cache:
         entries, others, foreign = self._entries()
         if foreign or not self.tagged():
             return
-        doomed = [path for _, path in entries[: max(len(entries) - MAX_ENTRIES, 0)]]
+        doomed = [name for _, name in entries[: max(len(entries) - MAX_ENTRIES, 0)]]
         old = time.time() - STALE_SECONDS
         for entry in others:
             with contextlib.suppress(OSError):  # another rank pruned it
                 if entry.stat(follow_symlinks=False).st_mtime < old:
-                    doomed.append(entry.path)
-        for path in doomed:
+                    doomed.append(entry.name)
+        for name in doomed:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(name, dir_fd=self.dir())
 
     def tagged(self) -> bool:
         """Whether the directory holds the cache's own tag: a regular file of
         ours that nobody else can write, with :data:`TAG_TEXT`."""
         try:
-            data = _read_trusted(os.path.join(self.path, TAG), len(TAG_TEXT))
+            data = _read_trusted(TAG, len(TAG_TEXT), self.dir())
         except (OSError, ConfigError):
             return False
         return data == TAG_TEXT.encode()
 
     def tag(self) -> None:
         """Mark the directory as the cache's (``OSError`` if it cannot)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(os.path.join(self.path, TAG), flags, 0o600)
+            fd = os.open(TAG, flags, 0o600, dir_fd=self.dir())
         except FileExistsError:  # another rank tagged it, or it is there
             return
         with os.fdopen(fd, "w") as out:
@@ -375,17 +621,38 @@ class Cache:
 
     # The ranks of one node: one evaluates, the others wait for its result.
 
+    def lock(self, name: str, *, wait: bool) -> bool:
+        """Take the lock file ``name`` of the cache (``flock``, held until this
+        process ends; never through a link), waiting for it or not: True when
+        this process holds it, or when locks cannot be had there (it goes on
+        alone); False when another holds it and ``wait`` is false."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=self.dir())
+        except (OSError, ConfigError):
+            return True
+        import fcntl
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError:  # no locks here (an NFS mount without them): alone
+            pass
+        return True
+
     def lock_file(self, key: str) -> str:
-        return os.path.join(self.path, f"{key}.{host()}.lock")
+        return f"{key}.{host()}.lock"
 
     def result_file(self, key: str) -> str:
-        return os.path.join(self.path, f"{key}.{host()}.result")
+        return f"{key}.{host()}.result"
 
     def check_lock_file(self, key: str) -> str:
         """The lock of this node's background check of the entry: one at a
         time, apart from the evaluation's lock (a launch evaluating never waits
         for a check)."""
-        return os.path.join(self.path, f"{key}.{host()}.check")
+        return f"{key}.{host()}.check"
 
     def publish(self, key: str, answer: Answer, deps: dict[str, Any] | None) -> None:
         """The evaluator's answer, success or failure, for the ranks that waited
@@ -399,11 +666,12 @@ class Cache:
     def published(self, key: str) -> tuple[tuple[int, int, int] | None, Any]:
         """The identity of the result file (changed by each :meth:`publish`) and
         its document, or ``(None, None)``."""
-        path = self.result_file(key)
         try:
-            info = os.stat(path)  # a link is refused by the read
-            data = _read_trusted(path, MAX_ENTRY_BYTES)
-            return (info.st_dev, info.st_ino, info.st_mtime_ns), json.loads(data)
+            info: list[os.stat_result] = []
+            data = _read_trusted(self.result_file(key), MAX_ENTRY_BYTES, self.dir(),
+                                 info)  # fmt: skip
+            found = (info[0].st_dev, info[0].st_ino, info[0].st_mtime_ns)
+            return found, json.loads(data)
         except Exception:  # hostile or damaged, as an entry
             return None, None
 
@@ -423,6 +691,55 @@ class Cache:
             return None
 
 
+def _content(variant: dict[str, Any]) -> str:
+    """A variant's result and record, as JSON reads them back."""
+    found = [variant.get("result"), variant.get("deps")]
+    return json.dumps(found, sort_keys=True, separators=(",", ":"))
+
+
+def _launches(data: bytes) -> list[tuple[str, int, int, int]] | None:
+    """The launches of a record of the times an entry was taken, each with the
+    process that took it (None: not a record of ours)."""
+    lines = data.splitlines(keepends=True)
+    found = [LAUNCH.fullmatch(line) for line in lines]
+    if not all(found):
+        return None
+    return [(m.group(1).decode(), int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            for m in found if m is not None]  # fmt: skip
+
+
+def _over(
+    launches: list[tuple[str, int, int, int]] | None, mine: str
+) -> tuple[str, bool]:
+    """Why the launch ``mine`` cannot take an entry taken by ``launches``
+    (None: as many as may be), or ""; and whether it took it already (a rank
+    of it, while the process that took it for the launch lives, or within
+    :data:`LAUNCH_SECONDS`)."""
+    if launches is None:
+        counted = False
+    else:
+        now = time.time()
+        counted = any(
+            launch == mine
+            and (0 <= now - at < LAUNCH_SECONDS or (start and _started(pid) == start))
+            for launch, pid, start, at in launches
+        )
+        if counted or len(launches) < MAX_UNCHECKED:
+            return "", counted
+    refused = (f"taken {MAX_UNCHECKED} times on this machine with no evaluation of"
+               " it here since")  # fmt: skip
+    return refused, counted
+
+
+def _lock(fd: int) -> None:
+    """An exclusive ``flock`` on ``fd``, waited for; none where locks cannot
+    be had (the record is then kept without)."""
+    import fcntl
+
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
 def open_cache(
     environ: Mapping[str, str], *, create: bool = True
 ) -> tuple[Cache | None, str]:
@@ -435,23 +752,47 @@ def open_cache(
     if not on:
         return None, ""
     path = location(environ)
+    if path is None:
+        return None, NO_HOME
     try:
         existed = os.path.lexists(path)
         if create and not existed:
-            os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.stat(path)
-    except OSError as exc:  # a folder on the way is a file: "Not a directory"
-        return None, f"{path}: {exc.strerror}"
-    if not stat.S_ISDIR(info.st_mode):  # the same words, made or not
-        return None, f"{path}: {os.strerror(errno.ENOTDIR)}"
-    problem = _untrusted(info)
-    if problem:
-        return None, f"{path}: {problem}; not used"
-    cache = Cache(path)
+            make_private(path)
+        cache = Cache(path)
+    except OSError as exc:
+        if os.path.islink(path):  # never followed: another user's, maybe
+            return None, f"{path}: a symbolic link; not used"
+        return None, f"{path}: {exc.strerror}"  # "Not a directory": a file
+    except ConfigError as exc:
+        return None, f"{path}: {exc}; not used"
     if create and not existed:  # the cache made it: its own to prune
         with contextlib.suppress(OSError):
             cache.tag()
     return cache, ""
+
+
+def make_private(path: str) -> None:
+    """Make the folder ``path`` and any missing folder on the way to it 0700,
+    whatever the umask (``os.makedirs`` makes those on the way 0777 less the
+    umask: ``~/.cache`` world-writable under ``umask 000``)."""
+    missing = []
+    head = path
+    while head and not os.path.lexists(head):
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:  # another rank made it
+            continue
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, 0o700)  # an umask of 0o7xx took the owner's bits
+        finally:
+            os.close(fd)
 
 
 def _untrusted(info: os.stat_result) -> str:
@@ -463,14 +804,20 @@ def _untrusted(info: os.stat_result) -> str:
     return ""
 
 
-def _read_trusted(path: str, limit: int) -> bytes:
+def _read_trusted(
+    name: str, limit: int, dir_fd: int, info: list[os.stat_result] | None = None
+) -> bytes:
     """A cache file's bytes, if it is a regular file of ours that nobody else
-    can write (never following a link)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    can write (never following a link; ``info`` gets its stat)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, dir_fd=dir_fd)
     try:
-        problem = _untrusted(os.fstat(fd))
+        found = os.fstat(fd)
+        problem = _untrusted(found)
         if problem:
             raise ConfigError(problem)
+        if info is not None:
+            info.append(found)
         return read_open(fd, limit)
     finally:
         os.close(fd)

@@ -55,7 +55,7 @@ from .._model import Config, decode_inputs
 from .answer import CACHE, PEER, SAME, STALE, UNCHECKED, Answer, Verdict
 from .cache import MAX_UNCHECKED, Cache
 from .deps import Recorder
-from .process import end_group, lowest_priority, node_lock, watch
+from .process import end_group, lowest_priority, watch
 from .registry import read_config
 
 
@@ -141,10 +141,14 @@ def _serve(
     evaluated goes to the peers and the cache; what it found without
     evaluating is checked (``--checks``). A launcher's check (``--check``)
     gives no answer, only its verdict."""
-    if options.cache is None or recorder is None:
+    cache = None
+    if options.cache is not None and recorder is not None:
+        with recorder.paused(), contextlib.suppress(OSError, ConfigError):
+            cache = Cache(options.cache)  # tested again here, on its descriptor
+    if cache is None or recorder is None:  # a cache no longer ours: none
         _write(out, _evaluate_here(args).to_json())
         return
-    cache, key = Cache(options.cache), options.key
+    key = options.key
     if options.check is not None:
         taken = Answer(config=Config(decode_inputs(options.check), {}), how=CACHE)
         _check(cache, key, taken, options, args, out, recorder)
@@ -152,7 +156,7 @@ def _serve(
     found = None
     if not options.fresh:
         with recorder.paused():  # the cache's reads are not the config's
-            found = _found(cache, key, noted=options.checks)
+            found = _found(cache, key, options.parent)
     if found is not None:
         _write(out, found.to_json())
         if options.checks:  # this node's one process: it checks what it took
@@ -164,23 +168,23 @@ def _serve(
     _share(cache, key, answer, recorder, options)
 
 
-def _found(cache: Cache, key: str, *, noted: bool) -> Answer | None:
+def _found(cache: Cache, key: str, launcher: int | None = None) -> Answer | None:
     """The answer found without evaluating: another rank of this node's, when
     it was evaluating this launch as this child started, or the cache's
-    entry (``noted``: the node's one process takes it, noted as the
-    launcher's hit is: :meth:`Cache.take`); None when this child is to evaluate
-    (it holds the node's lock then, until it ends; or locks cannot be had: it
-    evaluates alone)."""
+    entry (taken for ``launcher``'s launch, noted as the launcher's hit is:
+    :meth:`Cache.take`); None
+    when this child is to evaluate (it holds the node's lock then, until it
+    ends; or locks cannot be had: it evaluates alone)."""
     before, _ = cache.published(key)
-    node_lock(cache.lock_file(key), wait=True)  # the alarm bounds the wait
+    cache.lock(cache.lock_file(key), wait=True)  # the alarm bounds the wait
     identity, doc = cache.published(key)  # a peer's answer since we started,
     if identity is not None and identity != before:  # checked as an entry is
         answer = cache.peer_answer(doc, key, os.environ)
         if answer is not None:
             return Answer(config=answer.config, refusal=answer.refusal,
                           failure=answer.failure, how=PEER)  # fmt: skip
-    entry, _ = cache.lookup(key, os.environ)
-    if entry is None or (noted and cache.take(key, entry.id)):
+    entry, _ = cache.lookup(key, os.environ, take=True, launcher=launcher)
+    if entry is None:
         return None
     return Answer(config=entry.config, how=CACHE)
 
@@ -276,7 +280,7 @@ def _check(
         _write(out, Verdict(UNCHECKED).to_json())
         return
     with recorder.paused():
-        node_lock(cache.check_lock_file(key), wait=True)  # one check at a time
+        cache.lock(cache.check_lock_file(key), wait=True)  # one check at a time
     fresh = _evaluate_here(args)
     deps = _deps(cache, recorder)  # the recording ends before any conclusion
     if fresh.failure is not None:  # ours, not the config's

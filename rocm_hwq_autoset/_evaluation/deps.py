@@ -114,14 +114,17 @@ DEVICES = (
 #: :data:`REAL`, which holds files.
 VIRTUAL = ("/proc/", "/sys/", "/dev/")
 REAL = ("/dev/shm/",)
-#: A file changed this long before the evaluation began, or later, may change
-#: again within the same tick of the file system's clock as it was read (a
-#: jiffy, at most 10 ms; coarser on some file systems), its stamp staying as it
-#: was: such a file is "racy", and counts by its bytes (:data:`MAX_DIGEST_BYTES`)
-#: at every check, not by its stamp. A file server whose clock runs ahead of
-#: this node's makes every file it recently changed racy: a hash each, never a
-#: miss.
+#: A file changed less than a tick of the file system's clock before it was
+#: read (or stamped) may change again within that tick, its stamp staying as
+#: it was: such a file is "racy" (git's racy index entries), and counts by its
+#: bytes (:data:`MAX_DIGEST_BYTES`) at every check, not by its stamp. The tick
+#: is a jiffy (at most 10 ms: :data:`RACY_NS` holds twice that) where stamps
+#: keep fractions of a second; where a stamp is whole seconds (ext4 with
+#: 128-byte inodes, many NFS servers, FAT's 2 s), :data:`COARSE_RACY_NS`. A
+#: file server whose clock runs ahead of this node's makes every file it
+#: recently changed racy: a hash each, never a miss.
 RACY_NS = 20_000_000
+COARSE_RACY_NS = 2_000_000_000
 #: Largest file recorded by its bytes too (a hash): the sources and configs an
 #: evaluation reads are a few KB to a few hundred (torchtitan 0.3.0: 3,868 files
 #: of 105 MB, hashed in 0.24 s); an extension module's tens of MB count by their
@@ -219,6 +222,8 @@ class Recorder:
     def __init__(self) -> None:
         self.opened: dict[str, list[int | None]] = {}
         """Each file read, with its stamp when it was first opened."""
+        self.when: dict[str, int] = {}
+        """When each file read was stamped (the racy window's end)."""
         self.written: set[str] = set()
         self.listed: dict[str, tuple[list[int | None], int, list[str] | None]] = {}
         """Each directory the config listed, with its stamp, the time, and its
@@ -242,7 +247,6 @@ class Recorder:
         self.on = False
         self.broken = False
         """The recording failed: what was read is not known."""
-        self.started = 0
         self.why = ""
         """Why the recording failed, if it did."""
         self._machinery: tuple[str, ...] = ()
@@ -257,7 +261,6 @@ class Recorder:
             os.path.join(stdlib, "pkgutil.py"),
         )
         self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))
-        self.started = time.time_ns() - RACY_NS
         sys.addaudithook(self._audit)
         sys.meta_path.insert(0, _Lookups(self))
         # The "open" event does not say which folder a dir_fd names: the call
@@ -332,8 +335,9 @@ class Recorder:
                 with contextlib.suppress(ValueError, NotImplementedError):
                     path = self._source_from_cache(path)
             if path not in self.opened:
+                self.when[path] = when = time.time_ns()
                 self.opened[path] = stamp = _stamp(path)
-                if _racy(stamp, self.started):  # its bytes as they are read
+                if _racy(stamp, when):  # its bytes as they are read
                     with self.paused():
                         self.digests[path] = _digest(path)
         elif event in ("os.listdir", "os.scandir"):
@@ -373,9 +377,9 @@ class Recorder:
                 and os.path.basename(os.path.dirname(path)) == "__pycache__"
             ):
                 continue  # its source counts
-            files[path] = self._file(path, stamp)
+            files[path] = self._file(path, stamp, self.when.get(path))
         for path in _pth_files():
-            files[path] = self._file(path, None)
+            files[path] = self._file(path, None, None)
         user_site = _user_site()
         if user_site is not None and not os.path.exists(user_site):
             files[user_site] = [*_stamp(user_site), None, False]  # must stay missing
@@ -384,16 +388,17 @@ class Recorder:
         searched = _import_dirs(lookups)
         for path in self.modules_listed:
             searched.setdefault(path, set()).add(ANY)
-        for path in self.site_listed:
-            searched.setdefault(path, set())  # its .pth files
+        for path in {*self.site_listed, *_site_dirs()}:
+            searched.setdefault(path, set()).add(PTH)  # its .pth files
         dirs = []
         seen = _finders()
         for path, names in sorted(searched.items()):
+            when = time.time_ns()
+            stamp = _dir_stamp(path)
             entries = _matching(path, names)
             if path in seen and _select(seen[path], names) != entries:
                 raise ChangedDuring(f"a module appeared or went in {path}")
-            stamp = _dir_stamp(path)
-            racy = _racy(stamp, self.started)  # its entries count, not its stamp
+            racy = _racy(stamp, when)  # its entries count, not its stamp
             dirs.append([path, stamp, sorted(names), entries, racy])
         lists = []
         for path, (stamp, when, listing) in sorted(self.listed.items()):
@@ -404,7 +409,7 @@ class Recorder:
                 raise ChangedDuring(f"{path} changed during the evaluation")
             # Racy as of the listing (the evaluation's own __pycache__ may
             # have been made in it since it began).
-            lists.append([path, now, listing, _racy(now, when - RACY_NS)])
+            lists.append([path, now, listing, _racy(now, when)])
         paths = [*files, *(str(d[0]) for d in dirs), *(str(x[0]) for x in lists)]
         return {
             "files": [[p, *s] for p, s in sorted(files.items())],
@@ -419,17 +424,22 @@ class Recorder:
             "present": dict(sorted(self.present.items())),
         }
 
-    def _file(self, path: str, then: list[int | None] | None) -> list[Any]:
+    def _file(
+        self, path: str, then: list[int | None] | None, when: int | None
+    ) -> list[Any]:
         """A file's record: its stamp, the hash of its bytes (None for one too
-        big, or missing), and whether it is racy (then it counts by the hash
-        alone). :class:`ChangedDuring` if it changed since it was read (stamp
+        big, or missing), and whether it is racy as of when it was read
+        (``when``; now, for one stamped only now): then it counts by the hash
+        alone. :class:`ChangedDuring` if it changed since it was read (stamp
         ``then``), by its stamp or, racy, by its bytes; or is racy and too big
         to hash."""
+        if when is None:
+            when = time.time_ns()
         now = _stamp(path)
         if then is not None and then != now:
             raise ChangedDuring(f"{path} changed during the evaluation")
         digest = _digest(path)
-        racy = _racy(now, self.started)
+        racy = _racy(now, when)
         if racy:
             if digest is None and now[0] is not None:
                 raise ChangedDuring(f"{path} changed as the evaluation ran")
@@ -589,13 +599,20 @@ def _module_files() -> set[str]:
     return files
 
 
+def _site_dirs() -> list[str]:
+    """The site directories: the only ones whose ``.pth`` files ``site``
+    reads."""
+    import site
+
+    return [os.path.abspath(f) for f in (*site.getsitepackages(),
+                                          site.getusersitepackages())]  # fmt: skip
+
+
 def _pth_files() -> set[str]:
     """The ``.pth`` files of the site directories: ``site`` read them before
     any recording could start, and they shape ``sys.path``."""
-    import site
-
     found: set[str] = set()
-    for folder in [*site.getsitepackages(), site.getusersitepackages()]:
+    for folder in _site_dirs():
         with contextlib.suppress(OSError):  # no such folder
             names = os.listdir(folder)
             found.update(os.path.join(folder, n) for n in names if n.endswith(".pth"))
@@ -673,10 +690,16 @@ def _stamp(path: str) -> list[int | None]:
     return [info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns]
 
 
-def _racy(stamp: list[int | None], since: int) -> bool:
-    """Whether a stamp's change time (its last) is ``since`` or later."""
-    changed = stamp[-1]
-    return changed is not None and changed >= since
+def _racy(stamp: list[int | None], when: int) -> bool:
+    """Whether a stamp taken at ``when`` (ns) cannot tell a change in the same
+    tick of the file system's clock from none: its change time (its last) is
+    less than a tick before ``when``, or later. A stamp of whole seconds (its
+    modification and change time) has a tick of :data:`COARSE_RACY_NS`."""
+    changed, modified = stamp[-1], stamp[0]
+    if changed is None:
+        return False
+    coarse = changed % 1_000_000_000 == 0 and (modified or 0) % 1_000_000_000 == 0
+    return changed + (COARSE_RACY_NS if coarse else RACY_NS) > when
 
 
 def _digest(path: str) -> str | None:
@@ -749,23 +772,27 @@ def _archive(path: str) -> tuple[str, str] | None:
 
 #: A look-up of any module: a directory the import machinery listed.
 ANY = "*"
+#: A look-up of ``.pth`` files: a directory ``site`` read (only there can one
+#: change what is imported; one in a ``PYTHONPATH`` folder is never read).
+PTH = "*.pth"
 
 
 def _select(listing: set[str] | list[str], names: set[str] | list[str]) -> list[str]:
     """The entries of ``listing`` that could be imported as one of ``names``
     (``name`` as a package, ``name.py``, ``name.cpython-311-x86_64-linux-gnu.so``
     ...: any of ``importlib.machinery.all_suffixes()``; any module for
-    :data:`ANY`), and ``.pth`` files."""
+    :data:`ANY`), and ``.pth`` files for :data:`PTH`."""
     from importlib.machinery import all_suffixes
 
     suffixes = tuple(all_suffixes())
     wanted = set(names)
     anything = ANY in wanted
+    pth = PTH in wanted
     found = []
     for entry in listing:
         if entry == "__pycache__":
             continue
-        if entry.endswith(".pth") or entry in wanted:
+        if (pth and entry.endswith(".pth")) or entry in wanted:
             found.append(entry)
             continue
         stem, dot, _ = entry.partition(".")

@@ -197,14 +197,16 @@ def lookup_or_spawn(
     use_cache: bool = True,
     fresh: bool = False,
     checks: bool = False,
+    takes: bool = False,
 ) -> Lookup:
     """The cache first, then the child: the entry for this launch when it is
     trusted and nothing it read changed for ``environ``, else a child started
     to evaluate it (told to store its answer when there is a cache). ``fresh``:
     never the entry, always a child, whose answer the cache then holds.
     ``checks``: the child checks what it finds without evaluating (the hook's,
-    for the node's one process). Waits for nothing: :func:`evaluate` waits,
-    :func:`start` goes on."""
+    for the node's one process). ``takes``: a hit is this launch's, noted
+    (the hook's, whatever the process's local rank: ``Cache.take``). Waits for
+    nothing: :func:`evaluate` waits, :func:`start` goes on."""
     cache = None
     no_cache = ""
     switch_error = None
@@ -217,12 +219,12 @@ def lookup_or_spawn(
     found = Lookup(cache, key(launch.args, environ, runs))
     found.switch_error, found.no_cache = switch_error, no_cache
     if cache is not None and not fresh:
-        found.hit, found.missed = cache.lookup(found.key, environ)
-        if found.hit is not None and checks:
-            found.missed = cache.take(found.key, found.hit.id)
-            found.hit = None if found.missed else found.hit
+        found.hit, found.missed = cache.lookup(found.key, environ, take=takes)
+        cache.close()  # no descriptor of ours left in the process
         if found.hit is not None:
             return found
+    if cache is not None:
+        cache.close()
     try:
         found.evaluation = Evaluation(
             launch, environ, cache, found.key, runs, fresh=fresh, checks=checks
@@ -278,7 +280,7 @@ def start(launch: Launch, apply: Apply) -> None:
     check's correction to the processes it starts from then on."""
     environ = os.environ
     ours = prints_for_node(environ)  # the node's one: launcher or local rank 0
-    found = lookup_or_spawn(launch, environ, checks=ours)
+    found = lookup_or_spawn(launch, environ, checks=ours, takes=True)
     if found.switch_error is not None:
         apply(Outcome(WARNING, str(found.switch_error), "the cache is not used"))
     if found.no_cache:

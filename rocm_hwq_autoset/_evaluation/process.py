@@ -15,7 +15,7 @@ child outlives its parent, stopped or not, before its own watch begins.
 
 The child's side: :func:`watch` the parent (the child ends, with everything it
 started, as soon as the parent is gone, whatever ended it), drop to the
-:func:`lowest_priority`, and take a node's lock (:func:`node_lock`).
+:func:`lowest_priority`.
 """
 
 from __future__ import annotations
@@ -451,24 +451,3 @@ def lowest_priority() -> str | None:
                 break
             time.sleep(AUTOGROUP_PAUSE)
     return f"{AUTOGROUP} cannot be set to nice 19 ({problem})"
-
-
-def node_lock(path: str, *, wait: bool) -> bool:
-    """Take the lock ``path`` (``flock``, held until this process ends),
-    waiting for it or not: True when this process holds it, or when locks
-    cannot be had there (it goes on alone); False when another holds it and
-    ``wait`` is false."""
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    except OSError:  # no locks here (an NFS mount without them): alone
-        pass
-    return True

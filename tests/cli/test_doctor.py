@@ -310,6 +310,25 @@ def test_the_cache_line(
     assert not cache.exists()  # doctor only looks: it creates nothing
 
 
+def test_without_a_home_there_is_no_cache_and_doctor_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #36: no cache in the temporary directory any more: a note, not a
+    failure (the cost is an evaluation at every launch)."""
+    import pwd
+
+    def unknown(uid: int) -> object:
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", unknown)
+    for name in ("ROCM_HWQ_AUTOSET_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    assert rows(cache_checks()) == [
+        ("note", "cache", "no home directory and no ROCM_HWQ_AUTOSET_CACHE_DIR:"
+         " no cache, each --module launch evaluates")
+    ]  # fmt: skip
+
+
 def test_the_cache_line_counts_entries_and_names_what_is_wrong(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,15 +105,6 @@ def read_only(guest: Guest) -> tuple[str, ...]:
             str(guest.work))  # fmt: skip
 
 
-#: The cases whose difference is the cache's, to mend in its own module: each
-#: fails until then (strict), and its mark goes with the mend.
-CACHE_DIFFERENCES = {
-    "module, a uid without a home": pytest.mark.xfail(strict=True, reason=(
-        "cache: with no home the cache's folder is found by tempfile.gettempdir()"
-        " in the training process, and tempfile keeps that answer: the program's"
-        " own TMPDIR, set later, is not used")),
-}  # fmt: skip
-
 #: A uid no passwd entry names, inside a user namespace of the run's own.
 HOMELESS = 54321
 
@@ -134,7 +125,7 @@ def homeless() -> tuple[str, ...]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(name, marks=CACHE_DIFFERENCES.get(name, ())) for name in CASES],
+    list(CASES),
 )
 def test_the_program_observes_what_it_would_without_the_hook(
     name: str, venv: Venv, tmp_path: Path

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,59 @@ def test_a_checks_verdict_reaches_the_launchers_restarted_workers(
     seen, err, _ = launch.run(args)
     assert seen[0] == "4" and seen[-1] == "8", seen
     assert "the cached --module/--config evaluation was stale" in err
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_the_bound_holds_across_host_names_and_local_ranks(launch: Launch) -> None:
+    """Issue #36: pods that get a new host name at each start, one process
+    each with ``LOCAL_RANK=1`` (one pod per GPU), short launches that end
+    before any check: the entry went stale where no record sees it, and 5 of
+    5 launches took its Q=4 (the truth 8), nothing said. The count was kept
+    per host name, and only local rank "0" counted. Now a machine (its boot
+    id) takes an entry at most twice before it evaluates it again."""
+    if subprocess.run(["unshare", "-u", "true"], capture_output=True).returncode:
+        pytest.skip("unshare -u: no UTS namespace here")
+    recipes = launch.work / "exists_recipes"
+    recipes.mkdir()
+    (recipes / "__init__.py").write_text("")
+    (recipes / "config_registry.py").write_text(EXISTS)
+    args = ["-m", "torchtitan.train", "--module", "exists_recipes", "--config",
+            "flag"]  # fmt: skip
+    first, _, _ = launch.run(args)
+    assert first["queues"] == "4"  # evaluated, stored
+    assert list(launch.cache.glob("*.json")), "not stored (a busy machine?)"
+    (launch.work / "tp2.flag").write_text("")  # the truth is 8 now, unseen
+
+    def pod(n: int, cache: str = "1") -> str:
+        seen, _, _ = launch.run(
+            args, env={"LOCAL_RANK": "1", "ROCM_HWQ_AUTOSET_CACHE": cache},
+            prefix=("unshare", "-u", "sh", "-c", 'hostname "$0" && "$@"',
+                    f"pod-{n}"),  # a pod: its own init starts the training
+        )  # fmt: skip
+        return str(seen["queues"])
+
+    truth = [pod(n, cache="0") for n in range(5)]
+    assert truth == ["8"] * 5
+    assert [pod(n) for n in range(5)] == ["4", "4", "8", "8", "8"]
+    # Two ranks of one step at once, then that step again (a restart), against
+    # the same launches without the cache: this machine took the entry twice
+    # since it evaluated it, so they evaluate (one, the other takes its
+    # answer), and the restart takes what they stored.
+    (launch.work / "tp2.flag").unlink()  # the truth is 4 again, unseen
+
+    def ranks(cache: str) -> list[str]:
+        step = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": cache,
+                "ROCM_HWQ_AUTOSET_CACHE": cache}  # fmt: skip
+        with ThreadPoolExecutor(2) as pool:
+            seen = pool.map(lambda r: launch.run(args, env={**step, "LOCAL_RANK": r}),
+                            ["0", "1"])  # fmt: skip
+            found = [str(s["queues"]) for s, _, _ in seen]
+        again, _, _ = launch.run(args, env={**step, "LOCAL_RANK": "0"})
+        return [*found, str(again["queues"])]
+
+    assert ranks("0") == ["4"] * 3
+    assert ranks("1") == ["4"] * 3
 
 
 @pytest.mark.e2e

@@ -75,8 +75,8 @@ def test_evaluate_checks_the_entry_against_the_environment_it_is_given(
     """``explain`` and ``doctor`` evaluate for an environment of their own: an
     entry that read MY_DEGREE is used when that environment's value matches."""
     assert "MY_DEGREE" not in os.environ
+    os.makedirs(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"], mode=0o700)
     cache = Cache(evaluating["ROCM_HWQ_AUTOSET_CACHE_DIR"])
-    os.makedirs(cache.path, mode=0o700)
     environ = dict(evaluating, MY_DEGREE="2")
     cache_key = launch_key(pending(), environ)
     deps = {"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}}

@@ -17,6 +17,7 @@ import pytest
 
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._evaluation import cache as cache_module
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
 from rocm_hwq_autoset._evaluation.cache import Cache
@@ -187,25 +188,29 @@ def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
     assert ("--say" in argv) is said
 
 
-@pytest.mark.parametrize("rank", ["", "1"])
+@pytest.mark.parametrize("rank", ["", "0", "00", "1"])
 def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
     starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str
 ) -> None:
     """Every check ended before it finished (the fake child never stores):
-    the node's one process counts each hit, and its third launch evaluates
-    and says why in verbose mode; another rank counts nothing (issue #28)."""
+    each launch that takes the entry counts, whatever its local rank, and the
+    machine's third launch evaluates and says why in verbose mode. Was: only
+    local rank "0" counted, and "00" (torch's 0) or the node's only rank
+    "1" (one pod per GPU) never did: old again and again (issue #36)."""
     if rank:
         monkeypatch.setenv("LOCAL_RANK", rank)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
     store_entry()
-    for _ in range(2):
+    ours = rank in ("", "0", "00")  # the node's one process: it checks
+    for step in range(2):
+        monkeypatch.setenv("SLURM_STEP_ID", str(step))  # a launch each
         said, check, _ = starting(pending())
-        assert said[0].level == "set" and (check is None) is bool(rank)
+        assert said[0].level == "set" and (check is not None) is ours
+    monkeypatch.setenv("SLURM_STEP_ID", "2")
     said, waiter, argv = starting(pending())
-    if rank:  # never counted: the node's one process decides
-        assert said[0].level == "set"
-        return
     assert [o.message for o in said] == [
-        "cache: taken 2 times on this node with no check of it completed; evaluating"
+        "cache: taken 2 times on this machine with no evaluation of it here since;"
+        " evaluating"
     ]
     assert isinstance(waiter, Installed) and "--check" not in argv
 
@@ -214,22 +219,22 @@ def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
 def test_a_hit_whose_use_cannot_be_noted_is_evaluated_before_training(
     starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str
 ) -> None:
-    """The node's one process notes each hit it takes (the bound on unchecked
-    hits); where that fails it evaluates, and says why in verbose mode. Was:
-    the failure ignored, the bound not kept (issue #28). Another rank notes
-    nothing, and takes the hit."""
+    """Each launch notes each hit it takes (the bound on unchecked hits);
+    where that fails it evaluates, and says why in verbose mode, whatever its
+    local rank. Was: the failure ignored, the bound not kept (issue #28);
+    another rank noted nothing (#36)."""
     if rank:
         monkeypatch.setenv("LOCAL_RANK", rank)
     store_entry()
+    opening = os.open
 
-    def full(*args: object) -> None:
-        raise OSError(28, "No space left on device")
+    def full(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(path).endswith(".served"):
+            raise OSError(28, "No space left on device")
+        return opening(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Cache, "served", full)
+    monkeypatch.setattr(cache_module.os, "open", full)
     said, waiter, argv = starting(pending())
-    if rank:
-        assert said[0].level == "set" and waiter is None
-        return
     assert [o.message for o in said] == [
         "cache: cannot note that the entry is taken (No space left on device);"
         " evaluating"

@@ -134,9 +134,11 @@ def test_log_level(value: str | None, level: str, bad: bool) -> None:
 @pytest.mark.parametrize(
     ("rank", "prints"),
     [(None, True), ("0", True), (" 0 ", True), ("3", False), ("1", False),
-     ("", False), ("00", False)],
+     ("", False), ("00", True), ("x", False)],
 )  # fmt: skip
 def test_prints_for_node(rank: str | None, prints: bool) -> None:
+    """As torch reads it (``int``): ``00`` is local rank 0, the node's one
+    process, which checks the entries it takes (issue #36: it never did)."""
     environ = {} if rank is None else {"LOCAL_RANK": rank}
     assert prints_for_node(environ) is prints
 

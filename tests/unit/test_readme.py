@@ -134,6 +134,7 @@ def test_the_cache_names_it_prunes_are_its_own() -> None:
         if name == "<key>":
             continue
         filled = name.replace("<key>", key).replace("<host>", host)
+        filled = filled.replace("<machine>", "0123456789abcdef" * 2)
         filled = filled.replace("<pid>", "4242")
         if filled.startswith("<name>"):
             filled = filled.replace("<name>", f"{key}.json")
