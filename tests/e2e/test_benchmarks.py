@@ -133,7 +133,7 @@ def test_startup_instructions(quick: QuickRuns) -> None:
     figures(out, rf"\n  3\.\d+\.\d+ +{NUMBER} +{NUMBER}( +{NUMBER}){{4}}\n",
             r"idle line beyond the floor <= 600,000 on each: met")  # fmt: skip
     # The TOML decision held to its ceiling on this interpreter (issue #39):
-    # no more instructions than at db5c60a.
+    # no more instructions than at bf4c3fb.
     (decision,), _ = figures(
         out,
         rf"the decision \(total - idle - parsing\) +({NUMBER}) +<= {NUMBER}: met\n",
