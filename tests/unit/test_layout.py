@@ -47,7 +47,7 @@ LAYERS = {
     # registry, the waiting lines; the cache; the child's side and the
     # parent's; the door
     "_evaluation.deps": 3, "_evaluation.answer": 3, "_evaluation.process": 3,
-    "_evaluation.spawns": 3, "_evaluation.registry": 3, "_evaluation.waiting": 3,
+    "_evaluation.spawns": 3, "_evaluation.registry": 3, "_evaluation.lines": 3,
     "_evaluation.cache": 4,
     "_evaluation.child": 5, "_evaluation.parent": 5,
     "_evaluation.__init__": 6,
