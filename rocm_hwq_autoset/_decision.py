@@ -28,7 +28,6 @@ from ._environ import (
     QUEUES,
     QUIET,
     SWITCH,
-    TIMEOUT,
     UNSET,
     VERBOSE,
     WORLD_SIZE,
@@ -41,13 +40,11 @@ from ._environ import (
 )
 from ._environ import world_size as _world_size
 from ._model import (
-    LEFT_OUT,
     Config,
     Inputs,
     Recommendation,
     decode_inputs,
     read_inputs,
-    verify_command,
 )
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
@@ -255,30 +252,6 @@ def conclude(
     return _value(environ, rec, launch.form, cached=cached)
 
 
-def waiting(launch: Launch, left: float) -> Outcome:
-    """The line of a launch still waiting for its evaluation: what it waits
-    for, and for how long at most."""
-    module, config = launch.registry
-    return Outcome(
-        NOTE,
-        f"waiting for the --module/--config evaluation (torchtitan builds"
-        f" {module}'s config {config} in a child)",
-        f"at most {left:.0f} s more ({TIMEOUT})",
-    )
-
-
-def interrupted(exc: BaseException, waited: float) -> Outcome:
-    """The line of a wait a signal cut short (Ctrl-C: ``KeyboardInterrupt``; a
-    launcher's handler's exception): what it interrupted. The exception goes
-    on as it would without the hook."""
-    return Outcome(
-        WARNING,
-        f"{type(exc).__name__} after {waited:.1f} s of waiting for the"
-        " --module/--config evaluation",
-        f"{QUEUES} left unset",
-    )
-
-
 def failed(form: Form, error: ConfigError) -> Outcome:
     """Nothing set, one warning; the marker tells this process's children (a
     launcher's workers) that it failed, so they neither retry nor warn again."""
@@ -329,6 +302,8 @@ def left_out_lines(rec: Recommendation) -> list[str]:
     """One line for each stream PR #4032's model leaves out that ``rec``'s
     config turns on: its lane name, why Q leaves it out, and the ``verify``
     command that settles it (the line's tail: never cut)."""
+    from ._left_out import LEFT_OUT, verify_command  # the verbose line only
+
     return [
         PREFIX
         + fit(

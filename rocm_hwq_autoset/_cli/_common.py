@@ -33,7 +33,6 @@ from .._decision import (
     fit,
     printable,
     recommend_launch,
-    waiting,
     world_size,
 )
 from .._environ import (
@@ -213,6 +212,8 @@ class Reading:
     def _say_waiting(self, left: float) -> None:
         """A slow evaluation: what the command waits for, as the hook's launch
         says it (was: nothing, however long)."""
+        from .._evaluation import waiting  # the wing's, as the wait is
+
         write_stderr(f"{PROG}: {waiting(self.launch, left).message}\n")
 
     @property

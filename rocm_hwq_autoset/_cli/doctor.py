@@ -30,7 +30,7 @@ from .._environ import (
     timeout,
 )
 from .._evaluation import MAX_UNCHECKED, location, open_cache
-from .._model import LEFT_OUT, verify_command
+from .._left_out import LEFT_OUT, verify_command
 from .._rocm import PEP_829_PYTHON, PTH, START, early_start_files, has_entry
 from ._common import (
     AS_IF_ON_ROCM,

@@ -21,7 +21,8 @@ from .._environ import (
     log_level,
     switch,
 )
-from .._model import FACT_KEYS, LEFT_OUT, verify_command
+from .._left_out import LEFT_OUT, verify_command
+from .._model import FACT_KEYS
 from ._common import (
     PROG,
     Option,

@@ -62,8 +62,6 @@ from .._decision import (
     conclude,
     failed,
     internal_error,
-    interrupted,
-    waiting,
 )
 from .._environ import (
     QUIET,
@@ -75,6 +73,7 @@ from .._environ import (
 from .._model import Config, encode_inputs
 from .answer import EVALUATED, Answer, Verdict
 from .cache import Cache, Entry, key, open_cache
+from .lines import interrupted, waiting
 from .process import (
     REAP_SECONDS,
     Child,

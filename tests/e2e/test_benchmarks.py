@@ -132,6 +132,14 @@ def test_startup_instructions(quick: QuickRuns) -> None:
     # This interpreter's row: the idle line held beyond the floor (issue #24).
     figures(out, rf"\n  3\.\d+\.\d+ +{NUMBER} +{NUMBER}( +{NUMBER}){{4}}\n",
             r"idle line beyond the floor <= 600,000 on each: met")  # fmt: skip
+    # The TOML decision held to its ceiling on this interpreter (issue #39):
+    # no more instructions than at bf4c3fb.
+    (decision,), _ = figures(
+        out,
+        rf"the decision \(total - idle - parsing\) +({NUMBER}) +<= {NUMBER}: met\n",
+        rf"\n  3\.\d+\.\d+ +{NUMBER}  <= {NUMBER}: met\n",
+    )
+    assert int(decision.replace(",", "")) > 0
 
 
 def test_status(quick: QuickRuns) -> None:

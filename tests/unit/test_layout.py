@@ -33,18 +33,21 @@ LAYERS = {
     # the maintainers' tools: nothing of the tree
     "tools.corpus": 0, "tools.mutation": 0, "tools.mutation_hooks": 0,
     "tools.pth_line": 0, "tools.suite_cpu": 0, "tools.torchtitan_venv": 0,
-    # the command line, the model (and the inputs' text form), profiler
-    # traces, HIP's queue pools, ROCm detection
-    "_argv": 1, "_model": 1, "_traces": 1, "_pools": 1, "_rocm": 1,
+    # the command line, the model (and the inputs' text form), why it leaves
+    # out the streams it has no lane for, profiler traces, HIP's queue pools,
+    # ROCm detection
+    "_argv": 1, "_model": 1, "_left_out": 1, "_traces": 1, "_pools": 1,
+    "_rocm": 1,
     # the decision as a value (and its one line), the public API
     "_decision": 2, "_api": 2,
     # a node's view: its processes, their values and queues, read from outside
     "_node": 3,
     # the --module wing, one band: what an evaluation read, its answer, one
     # child's process, the process starts a launcher makes, torchtitan's
-    # registry; the cache; the child's side and the parent's; the door
+    # registry, the waiting lines; the cache; the child's side and the
+    # parent's; the door
     "_evaluation.deps": 3, "_evaluation.answer": 3, "_evaluation.process": 3,
-    "_evaluation.spawns": 3, "_evaluation.registry": 3,
+    "_evaluation.spawns": 3, "_evaluation.registry": 3, "_evaluation.lines": 3,
     "_evaluation.cache": 4,
     "_evaluation.child": 5, "_evaluation.parent": 5,
     "_evaluation.__init__": 6,

@@ -1,7 +1,7 @@
 """The GPU streams PR #4032's model leaves out (issue #31, item 2): which a
 config turns on, read from every field in both launch forms, with Q left as
 the PR computes it. Expected streams are written out here from torchtitan
-0.3.0's code (the docstring of ``_model.LEFT_OUT`` says where each is made),
+0.3.0's code (the comment of ``_left_out.LEFT_OUT`` says where each is made),
 not from the package's table."""
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from rocm_hwq_autoset import ConfigError, recommend
 from rocm_hwq_autoset._argv import MODULE
 from rocm_hwq_autoset._cli.verify import OPTIONS as VERIFY_OPTIONS
 from rocm_hwq_autoset._config import FIELDS, Setting, merge, parse_toml
+from rocm_hwq_autoset._left_out import LEFT_OUT, verify_command
 from rocm_hwq_autoset._model import (
-    LEFT_OUT,
     Inputs,
     Recommendation,
     decode_inputs,
     encode_inputs,
     read_inputs,
-    verify_command,
 )
 from rocm_hwq_autoset._pools import OPTION, RULES
 
