@@ -272,7 +272,20 @@ def near_miss(name: str) -> str | None:
     return shorthands().get(name)
 
 
+#: :func:`shorthands`, derived once: :func:`near_miss` asks it for every key of
+#: our sections that is not ours (``parallelism.pipeline_parallel_schedule``),
+#: on the success path of every TOML launch.
+_shorthands: dict[str, str] = {}
+
+
 def shorthands() -> dict[str, str]:
+    """Each parallel degree of ours by its shorthand (:func:`_derive_shorthands`)."""
+    if not _shorthands:
+        _shorthands.update(_derive_shorthands())
+    return dict(_shorthands)
+
+
+def _derive_shorthands() -> dict[str, str]:
     """Each parallel degree of ours by the shorthand a hand types for it, as
     ``section.short``: its initials through ``parallel``, the words before
     ``degree`` after them, ``_degree`` or not (``parallelism.tp``,
