@@ -107,8 +107,31 @@ def start() -> None:
                         sys.stderr.flush()
                 return
             run()
+        else:
+            _say_near_miss()
     except Exception:
         pass
+
+
+def _say_near_miss() -> None:
+    """In verbose mode, a process turned away whose flag is a slip for the
+    config file's (``--job.config``, ``--job.config_files``): one line, since
+    torchtitan refuses it too (was: silence however verbose)."""
+    level = os.environ.get("ROCM_HWQ_AUTOSET_LOG", "")
+    if level.strip().lower() != "verbose" or _said or sys.stderr is None:
+        return
+    if not may_be_launch([CONFIG_FILE_FLAGS[0]]):  # only where the switch is off
+        return
+    for arg in getattr(sys, "argv", None) or ():
+        flag = str(arg).partition("=")[0]
+        if flag.startswith("--job.config") and flag not in CONFIG_FILE_FLAGS:
+            _said.append(True)  # site may run the .pth line twice
+            sys.stderr.write(
+                f"{PROG}: nothing to do: {flag} is no torchtitan flag (torchtitan"
+                f" refuses it); did you mean {CONFIG_FILE_FLAGS[0]}?\n"
+            )
+            sys.stderr.flush()
+            return
 
 
 #: How a line of the package starts (``_environ.NAME``).

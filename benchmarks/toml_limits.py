@@ -1,4 +1,4 @@
-"""Why the hook reads at most 64 KiB and refuses lines with over 256 dots:
+"""Why the hook reads at most 256 KiB and refuses lines with over 256 dots:
 the CPU time tomllib (or tomli) takes on adversarial but valid TOML, and the time
 the hook's own parse takes on the same input.
 

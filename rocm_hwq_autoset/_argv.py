@@ -491,6 +491,13 @@ def cli_overrides(args: Sequence[str]) -> dict[str, Value]:
             i += 1
         else:
             raise ConfigError("expects a value", flag)
+        stray = i < len(args) and not is_option(args[i])
+        if stray and FIELDS[key][0] != "list":  # tyro takes one token for these
+            raise ConfigError(
+                f"takes one value; {args[i]!r} after {raw!r} is one too many"
+                " (torchtitan refuses it)",
+                flag,
+            )
         found[key] = _parse(key, raw, flag)
     return found
 

@@ -269,7 +269,32 @@ def near_miss(name: str) -> str | None:
     for ours in FIELDS:
         if edits_within(name, ours, MAX_EDITS):
             return ours
-    return None
+    return shorthands().get(name)
+
+
+def shorthands() -> dict[str, str]:
+    """Each parallel degree of ours by the shorthand a hand types for it, as
+    ``section.short``: its initials through ``parallel``, the words before
+    ``degree`` after them, ``_degree`` or not (``parallelism.tp``,
+    ``parallelism.ep_degree``, ``parallelism.dp_shard``); a shorthand two
+    fields share (``dp``) is none. torchtitan has no such field: tyro and its
+    TOML reader refuse each (issue #37: ``--parallelism.tp 2`` gave a Q that
+    counted no TP, without a word)."""
+    found: dict[str, str] = {}
+    shared = set()
+    for ours in FIELDS:
+        section, _, name = ours.rpartition(".")
+        words = name.split("_")
+        if "parallel" not in words or words[-1] != "degree":
+            continue
+        at = words.index("parallel")
+        short = "".join(w[0] for w in words[: at + 1])
+        short += "".join(f"_{w}" for w in words[at + 1 : -1])
+        for each in (f"{section}.{short}", f"{section}.{short}_degree"):
+            if each in found:
+                shared.add(each)
+            found[each] = ours
+    return {k: v for k, v in found.items() if k not in shared}
 
 
 def edits_within(a: str, b: str, limit: int) -> bool:
@@ -336,10 +361,13 @@ def _check_table(table: Mapping[str, Any], path: str, where: str) -> None:
 # start-up code runs in every process, and a config path may name a FIFO, a
 # device, a directory or a huge file.
 
-#: Largest job config read. torchtitan's biggest shipped TOML is under 4 KiB;
-#: 64 KiB leaves room for generated configs, and bounds the parse: tomllib
-#: spends ~3 s per MiB on adversarial but valid TOML (benchmarks/toml_limits.py).
-MAX_CONFIG_BYTES = 64 << 10
+#: Largest job config read: a bound no real config reaches, not a size a
+#: config is expected to have. torchtitan's biggest shipped TOML is under
+#: 4 KiB, but a config kept with its comments (a team's annotated template) was
+#: 76 KB, and 64 KiB refused it: the hook then left Q unset for a job torchtitan
+#: runs. 256 KiB still bounds the parse: tomllib spends ~5 s per MiB on the
+#: worst adversarial but valid TOML (benchmarks/toml_limits.py), ~1.3 s here.
+MAX_CONFIG_BYTES = 256 << 10
 
 # O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: a terminal
 # device must not become the controlling terminal.
@@ -415,10 +443,23 @@ def _kind(mode: int) -> str:
 # The TOML job config: bounded, parsed, never executed.
 
 
+#: What a missing config path that starts with ``~`` is (torchtitan opens it
+#: as written, as Python does): ``--job.config_file=~/job.toml``.
+UNEXPANDED = (
+    "the shell expands ~ only at the start of a word, not after '=': write"
+    " --job.config_file ~/job.toml (a space, not '=') or $HOME/job.toml"
+)
+
+
 def load_toml(path: str) -> dict[str, Any]:
     """The parsed job config at ``path``; ``ConfigError`` (source: the path) if
     it is not one."""
-    data = read_small_file(path, MAX_CONFIG_BYTES)
+    try:
+        data = read_small_file(path, MAX_CONFIG_BYTES)
+    except ConfigError as exc:
+        if path.startswith("~") and not os.path.lexists(path):
+            raise ConfigError(f"{exc.reason}; {UNEXPANDED}", path) from None
+        raise
     try:
         return parse_toml(data, path)
     except ConfigError as exc:

@@ -22,6 +22,7 @@ from ._environ import (
     HIP_DEFAULT_QUEUES,
     INPUTS,
     INVALID,
+    LOCAL_RANK,
     NAME,
     OFF,
     QUEUES,
@@ -32,6 +33,7 @@ from ._environ import (
     VERBOSE,
     WORLD_SIZE,
     QueuesSetting,
+    local_rank_problem,
     log_level,
     marker,
     prints_for_node,
@@ -57,10 +59,15 @@ if TYPE_CHECKING:
 
 
 def world_size(environ: Mapping[str, str]) -> int | None:
-    """``WORLD_SIZE``; ``ConfigError`` for a value that is no positive integer."""
+    """``WORLD_SIZE``; ``ConfigError`` for a value that is no positive integer,
+    or a ``LOCAL_RANK`` torchtitan cannot read (the job fails then, whatever
+    its config)."""
     size, problem = _world_size(environ)
     if problem is not None:
         raise ConfigError(problem, WORLD_SIZE)
+    problem = local_rank_problem(environ)
+    if problem is not None:
+        raise ConfigError(problem, LOCAL_RANK)
     return size
 
 
@@ -75,7 +82,10 @@ def internal_error(exc: BaseException) -> str:
 #: to do, said only in verbose mode. ``warning``: nothing set (or an explicit
 #: value kept) because of an input that is wrong; one line per node. ``note``:
 #: what the launch is doing (a long wait), one line per node; no decision.
-SET, SKIP, WARNING, NOTE = "set", "skip", "warning", "note"
+#: ``detail``: what the launch does on its way (the cache not used, a check's
+#: own trouble), said only in verbose mode, and never as "nothing to do" (was
+#: a skip's line, then Q set: issue #37).
+SET, SKIP, WARNING, NOTE, DETAIL = "set", "skip", "warning", "note", "detail"
 
 
 class Outcome:
@@ -120,18 +130,19 @@ class Outcome:
     def line(self, environ: Mapping[str, str]) -> str | None:
         """The line a process with ``environ`` says for it, prefix and newline
         included, or None when it says nothing: by default once per node (the
-        launcher, or local rank 0) and never for a skip; every rank and every
-        skip in verbose mode; nothing when quiet. In verbose mode a
-        recommendation's line is followed by one line for each stream the
-        model leaves out that the config turns on (:func:`left_out_lines`)."""
+        launcher, or local rank 0) and never for a skip or a detail; every
+        rank and every skip or detail in verbose mode; nothing when quiet. In
+        verbose mode a recommendation's line is followed by one line for each
+        stream the model leaves out that the config turns on
+        (:func:`left_out_lines`)."""
         level, _ = log_level(environ)
         if level == QUIET:
             return None
-        if level != VERBOSE and (self.level == SKIP or not prints_for_node(environ)):
+        quiet_by_default = self.level in (SKIP, DETAIL)
+        if level != VERBOSE and (quiet_by_default or not prints_for_node(environ)):
             return None
-        lead = {SET: "", NOTE: "", SKIP: "nothing to do: ", WARNING: "warning: "}[
-            self.level
-        ]
+        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
+                WARNING: "warning: "}[self.level]  # fmt: skip
         said = PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
         if level == VERBOSE and self.rec is not None:
             said += "".join(left_out_lines(self.rec))
@@ -173,7 +184,11 @@ def decide(
     inherited = marker(environ)
     if inherited is not None and inherited[0] == UNSET:
         return _skip(f"the launcher's {inherited[1]} evaluation failed and said so")
-    if inherited is not None and form_named(inherited[1]).in_child:
+    if (
+        inherited is not None
+        and inherited[1] in FORMS  # an export's (EXPORTED) is decided again
+        and form_named(inherited[1]).in_child
+    ):
         return _inherit(environ, inherited[0], form_named(inherited[1]))
     if launch is None:
         return _skip("no --job.config_file and no torchtitan --module/--config")
@@ -284,13 +299,14 @@ def _inherit(environ: Mapping[str, str], value: str, form: Form) -> Outcome:
         inputs = None
         if INPUTS in environ:
             inputs = decode_inputs(environ[INPUTS])
+        if size is None or inputs is None:
+            return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
+        rec = Recommendation(inputs, size)  # ConfigError: torchtitan refuses it
     except ConfigError as exc:
         return Outcome(
             WARNING, str(exc.within(INPUTS)), f"{QUEUES}={value} kept from the launcher"
         )
-    if size is None or inputs is None:
-        return _skip(f"{QUEUES}={value} from the launcher's --module evaluation")
-    return _value(environ, Recommendation(inputs, size), form)
+    return _value(environ, rec, form)
 
 
 def _value(
@@ -392,8 +408,18 @@ def cut_middle(text: str, room: int) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with each character that is not printable (a newline, an escape
-    sequence's ESC) as ``?``; a printable text as it is, at C's speed."""
+    """``text`` with each character that is not printable escaped as Python
+    writes it (a newline ``\\n``, a carriage return ``\\r``, an escape
+    sequence's ESC ``\\x1b``), and a byte of a name that is not UTF-8 (a
+    surrogate ``os.fsdecode`` made of it) as that byte, ``\\xff`` (was:
+    ``?``, which hid which it was); a printable text as it is, at C's speed."""
     if text.isprintable():
         return text
-    return "".join([c if c.isprintable() else "?" for c in text])
+    return "".join([c if c.isprintable() else _escaped(c) for c in text])
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's: the byte it stands for
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(char)[1:-1]

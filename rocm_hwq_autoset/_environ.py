@@ -81,7 +81,12 @@ ORIGIN = "ROCM_HWQ_AUTOSET_ORIGIN"
 #: a TOML job config (torchtitan until early 2026), or torchtitan >= 0.3.0's
 #: config registry (``--module M --config FN``).
 TOML_FORM, MODULE_FORM = "job.config_file", "--module"
+#: The origin ``explain --export`` gives its value: the package's own, so
+#: that a later export or launch decides again (not an explicit value it keeps).
+EXPORTED = "explain --export"
 FORMS = (TOML_FORM, MODULE_FORM)
+#: Who a marker may name: a launch form, or an export.
+ORIGINS = (*FORMS, EXPORTED)
 UNSET = "unset"
 #: Set beside it by a ``--module`` launcher: the model's inputs, from which a
 #: worker that knows ``WORLD_SIZE`` applies the model itself.
@@ -156,14 +161,33 @@ def local_rank(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
 
 def prints_for_node(environ: "Mapping[str, str]") -> bool:
     """Whether this process prints by default: once per node (a process with
-    no local rank, such as torchrun's launcher, or local rank 0)."""
+    no local rank, such as torchrun's launcher, or local rank 0), and a process
+    whose local rank cannot be read (each would otherwise stay silent: an empty
+    ``LOCAL_RANK`` is no rank 0)."""
     found = local_rank(environ)
-    if found is None:
-        return True
+    return found is None or _int(found[1]) in (0, None)
+
+
+def local_rank_problem(environ: "Mapping[str, str]") -> "str | None":
+    """What is wrong with ``LOCAL_RANK`` as torchtitan reads it, or None:
+    ``int(os.environ["LOCAL_RANK"])`` for the device, which refuses an empty
+    value or a word, so that the job fails at its start."""
+    value = environ.get(LOCAL_RANK)
+    if value is None or _int(value) is not None:
+        return None
+    return (
+        f"{value!r} is not an integer: torchtitan reads it with int(), which"
+        " refuses it, so the job fails at its start"
+    )
+
+
+def _int(text: str) -> "int | None":
+    """``text`` as Python's ``int()`` reads it (torch's and torchtitan's
+    reading of a rank), else None."""
     try:
-        return int(found[1]) == 0  # as torch reads it: "00" and " 0" are 0
+        return int(text)
     except ValueError:
-        return False
+        return None
 
 
 def positive_int(text: str) -> "int | None":
@@ -284,7 +308,7 @@ def marker(environ: "Mapping[str, str]") -> "tuple[str, str] | None":
     """``(value, form)`` of ``ROCM_HWQ_AUTOSET_ORIGIN`` when it describes the
     current ``GPU_MAX_HW_QUEUES`` (the same value, or ``unset`` with none set)."""
     value, _, marked = environ.get(ORIGIN, "").partition(" ")
-    if marked not in FORMS:
+    if marked not in ORIGINS:
         return None
     current = environ.get(QUEUES) or UNSET  # unset or empty: not one of ours
     return (value, marked) if value == current else None

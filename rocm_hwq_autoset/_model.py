@@ -302,12 +302,24 @@ def queues_for(n_lanes: int) -> int:
 def resolve_shard(inputs: Inputs, world_size: int | None) -> int | None:
     """``data_parallel_shard_degree``, ``-1`` resolved as torchtitan's
     ``ParallelDims`` does, ``WORLD_SIZE // (dp_replicate * cp * tp * pp)``;
-    None for ``-1`` where the world size is unknown (the launcher)."""
-    if inputs.dp_shard != -1:
-        return inputs.dp_shard
-    if world_size is None:
-        return None
-    return world_size // (inputs.dp_replicate * inputs.cp * inputs.tp * inputs.pp)
+    None for ``-1`` where the world size is unknown (the launcher).
+    ``ConfigError`` (named after ``WORLD_SIZE``) where ``ParallelDims._validate``
+    refuses the job: the degrees' product is not the world size (was: a Q, and
+    no word, for a job torchtitan will refuse)."""
+    others = inputs.dp_replicate * inputs.cp * inputs.tp * inputs.pp
+    shard = inputs.dp_shard
+    if shard == -1:
+        if world_size is None:
+            return None
+        shard = world_size // others
+    if world_size is not None and (shard < 1 or shard * others != world_size):
+        raise ConfigError(
+            f"dp_replicate({inputs.dp_replicate}) * dp_shard({shard}) *"
+            f" cp({inputs.cp}) * tp({inputs.tp}) * pp({inputs.pp}) is not"
+            f" {world_size} ranks: torchtitan's ParallelDims refuses the job",
+            "WORLD_SIZE",
+        )
+    return shard
 
 
 class Recommendation:

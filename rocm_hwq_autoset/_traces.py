@@ -2,7 +2,9 @@
 
 Traces reach hundreds of MB: the file is decoded one event at a time from a
 1 MiB window, so memory stays flat whatever its size. Plain and gzip files,
-UTF-8 with or without a byte-order mark (as some editors and Windows tools save).
+UTF-8 with or without a byte-order mark (as some editors and Windows tools save);
+a trace compressed otherwise (xz, bzip2, zstd, zip) is named, with the command
+that unpacks it.
 
 Where a GPU event's stream is: Kineto's Chrome trace writer puts each GPU
 event on ``pid`` = the device and ``tid`` = the stream, and repeats both in
@@ -24,6 +26,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import shlex
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
@@ -179,14 +182,29 @@ def open_trace(path: str) -> IO[bytes]:
         raw = open(path, "rb")  # noqa: SIM115 - handed to the caller
     except OSError as exc:
         raise TraceError(exc.strerror or type(exc).__name__) from None
-    if raw.read(2) == GZIP_MAGIC:
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    head = raw.read(6)
     raw.seek(0)
+    if head.startswith(GZIP_MAGIC):
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    for magic, (kind, unpack) in COMPRESSED.items():
+        if head.startswith(magic):
+            raw.close()
+            raise TraceError(
+                f"{kind}-compressed, which verify does not read: unpack it"
+                f" ({unpack} {shlex.quote(path)}) and give the JSON file"
+            )
     return raw
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: Compressed forms a trace is saved in that are not gzip: each by its magic
+#: bytes, with its name and the command that unpacks it.
+COMPRESSED = {
+    b"\xfd7zXZ\x00": ("xz", "xz -dk"),
+    b"BZh": ("bzip2", "bunzip2 -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"),
+    b"PK\x03\x04": ("zip", "unzip"),
+}
 
 
 class Trace(NamedTuple):

@@ -2,8 +2,8 @@
 on the 23 TOML configs torchtitan shipped before its config refactor, the lanes
 expected of each, and a small PyTorch profiler trace with its stream counts.
 
-Nothing here reads the corpus (``../shared/corpus`` beside the checkout, or the
-folder ``ROCM_HWQ_CORPUS`` names: ``tools/corpus.py`` makes one). Where it
+Nothing here reads the corpus (the folder ``ROCM_HWQ_CORPUS`` names:
+``tools/corpus.py`` makes one). Where it
 exists, tests compare these configs with it (the same model-relevant values,
 parsed and merged as the hook does) and count its real traces; elsewhere those
 tests skip, saying what it is and how to make one.
@@ -21,8 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The corpus: torchtitan's TOML-era job configs and three real profiler
-#: traces. In the workplace, ``../shared/corpus`` beside the checkout; anywhere,
-#: the folder ``ROCM_HWQ_CORPUS`` names (``tools/corpus.py`` makes one).
+#: traces: the folder ``ROCM_HWQ_CORPUS`` names (``tools/corpus.py`` makes one),
+#: else ``shared/corpus`` beside the checkout's folder.
 CORPUS = Path(os.environ.get("ROCM_HWQ_CORPUS") or ROOT.parent / "shared" / "corpus")
 TOML_DIR = CORPUS / "torchtitan-toml"
 TRACE_DIR = CORPUS / "traces"
@@ -34,10 +34,12 @@ def corpus_dir(folder: Path) -> Path:
     """``folder`` of the corpus, or a skip that says what it is and how to
     get it."""
     if not folder.is_dir():
+        given = os.environ.get("ROCM_HWQ_CORPUS")
+        absent = f"{folder} is absent" if given else "ROCM_HWQ_CORPUS is unset"
         pytest.skip(
-            f"{folder} is absent: the corpus (every TOML job config torchtitan"
+            f"{absent}: the corpus (every TOML job config torchtitan"
             " shipped before its config refactor, three real profiler traces)"
-            " is ../shared/corpus in the workplace; make one from torchtitan"
+            " is the folder ROCM_HWQ_CORPUS names; make one from torchtitan"
             f" v0.2.2 and HolisticTraceAnalysis (git clone) with: {MAKE_CORPUS}."
             " The tests' own data (tests/data.py) covers the rest"
         )

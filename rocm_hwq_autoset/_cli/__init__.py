@@ -28,9 +28,9 @@ went away (``| head``) is no error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
-import json
 import shutil
 import sys
 import textwrap
@@ -40,11 +40,15 @@ from typing import Any, NoReturn, TextIO, cast
 
 from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
-from .._config import ConfigError
+from .._config import ConfigError, shorthands
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
-from .term import Stdout, Unwritable, discard
+from .term import Stdout, Unwritable, discard, json_text, write_stderr
 
 COMMANDS = ("explain", "doctor", "verify", "status")
+#: A command's exit status after Ctrl-C: a shell's for a job SIGINT ended
+#: (128 + 2), so that a script tells it from a failure (2).
+INTERRUPTED = 130
+CUT_SHORT = "interrupted (Ctrl-C): nothing was decided"
 #: argparse gives every command these.
 HELP_OPTIONS = {"-h": False, "--help": False}
 
@@ -76,7 +80,7 @@ class _Parser(argparse.ArgumentParser):
 #: so that a ``set -e`` script stops there (``false``, never ``exit``, which
 #: would end an interactive shell).
 FAILURE_OUTPUT: dict[str, Callable[[str], str]] = {
-    "--json": lambda message: json.dumps({"error": message}),
+    "--json": lambda message: json_text({"error": message}),
     "--export": lambda message: "false",
 }
 
@@ -162,6 +166,11 @@ def split_args(
         if name in options:
             own.append(arg)
             if options[name] and "=" not in arg and i + 1 < len(args):
+                if is_option(args[i + 1]):  # `--world-size --job.config_file ...`
+                    raise ConfigError(
+                        f"expects a value, but {args[i + 1]} follows it",
+                        f"{command}: {name}",
+                    )
                 own.append(args[i + 1])
                 i += 1
             in_training = False
@@ -172,7 +181,11 @@ def split_args(
             in_training = True
         elif is_option(arg):
             close = difflib.get_close_matches(name, options)  # the closest first
-            hint = f"; did you mean {close[0]}?" if close else ""
+            field = BARE_SHORTHANDS.get(name[2:].replace("-", "_"))
+            hint = (
+                f"; did you mean --{field}?" if field  # `--ep 2`: torchtitan's flag
+                else f"; did you mean {close[0]}?" if close else ""
+            )  # fmt: skip
             raise ConfigError(f"unrecognized option{hint}", f"{command}: {name}")
         elif in_training:
             training.append(arg)
@@ -192,6 +205,11 @@ def split_args(
     return own, training
 
 
+#: A parallel degree's shorthand without its section (``--ep``, ``--tp``), by
+#: the torchtitan field it means.
+BARE_SHORTHANDS = {
+    short.rpartition(".")[2]: field for short, field in shorthands().items()
+}
 #: What a hurried hand types for ``--job.config_file``: no torchtitan ever had
 #: these (tyro refuses each), and a dotted one would otherwise pass as a
 #: training argument and leave the launch without its config file.
@@ -218,7 +236,16 @@ def _refuse_own(
     command: str, options: dict[str, bool], training: Sequence[str]
 ) -> None:
     """After ``--`` all is torchtitan's: one of the command's own options there
-    would be handed to torchtitan and never read by the command."""
+    would be handed to torchtitan and never read by the command; a TOML file
+    first is a positional, which tyro refuses (was: the file ignored,
+    torchtitan's defaults read)."""
+    if training and training[0].endswith(".toml"):  # (verify names a trace)
+        meant = f"{CONFIG_FILE_FLAGS[0]} {training[0]}"
+        raise ConfigError(
+            f"unexpected argument {training[0]!r} after '--', where torchtitan"
+            f" takes no file alone (it refuses it); did you mean {meant}?",
+            command,
+        )
     for at, arg in enumerate(training):
         name = arg.partition("=")[0]
         if name in CONFIG_FILE_SLIPS:
@@ -251,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head` is fine
         discard(sys.stdout)
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: what was cut short, not where
+        with contextlib.suppress(BrokenPipeError, Unwritable):
+            if answer is not None:  # an eval of an export fails
+                out.write(answer(CUT_SHORT) + "\n")
+        write_stderr(f"{PROG}: {CUT_SHORT}\n")
+        return INTERRUPTED
     except Unwritable as exc:  # `> /dev/full`
         discard(sys.stdout)
         return fail(f"stdout: {exc}: the answer could not be written")

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._argv import TOML, Launch, launch_in
-from .._config import ConfigError, load_toml
+from .._config import MAX_EDITS, ConfigError, edits_within, load_toml
 from .._decision import (
     MAX_LINE,
     SET,
@@ -33,13 +33,19 @@ from .._decision import (
     fit,
     printable,
     recommend_launch,
+    waiting,
     world_size,
 )
 from .._environ import (
+    CACHE,
+    CACHE_DIR,
     INPUTS,
+    LOG,
     NAME,
     ORIGIN,
     QUEUES,
+    SWITCH,
+    TIMEOUT,
     WORLD_SIZE,
     QueuesSetting,
     timeout,
@@ -196,12 +202,18 @@ class Reading:
             if problem:  # the evaluation goes on with the default, as the hook's
                 write_stderr(f"{PROG}: warning: {problem}\n")
             result, self.found = evaluate(
-                self.launch, self.environ, use_cache=self.use_cache, fresh=self.fresh
-            )
+                self.launch, self.environ, use_cache=self.use_cache,
+                fresh=self.fresh, slow=self._say_waiting,
+            )  # fmt: skip
             if isinstance(result, ConfigError):
                 result = result.within("--module/--config")
             self._config = result
         return self._config
+
+    def _say_waiting(self, left: float) -> None:
+        """A slow evaluation: what the command waits for, as the hook's launch
+        says it (was: nothing, however long)."""
+        write_stderr(f"{PROG}: {waiting(self.launch, left).message}\n")
 
     @property
     def rec(self) -> Recommendation:
@@ -239,6 +251,28 @@ class Reading:
         except ConfigError as exc:
             return failed(decided.form, exc)
         return conclude(environ, decided, config)
+
+
+#: The variables a hurried hand misspells, each by the one it means: the
+#: switch, the log level, the timeout, the cache, and HIP's flag.
+MEANT_VARIABLES = (SWITCH, LOG, TIMEOUT, CACHE, CACHE_DIR, QUEUES)
+
+
+def misspelt_variables(environ: Mapping[str, str]) -> list[str]:
+    """A line for each variable set whose name is a slip for one of ours (its
+    case, an edit or two): nothing reads it (was: never mentioned)."""
+    said = []
+    for name in sorted(environ):
+        if name in MEANT_VARIABLES or not name.isascii():
+            continue
+        for meant in MEANT_VARIABLES:
+            if name.upper() == meant or edits_within(name.upper(), meant, MAX_EDITS):
+                said.append(
+                    f"{name}={environ[name]!r} is set, but nothing reads it: did"
+                    f" you mean {meant}?"
+                )
+                break
+    return said
 
 
 def hook_words(outcome: Outcome) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import site
 import sys
 import textwrap
@@ -37,6 +38,7 @@ from ._common import (
     Reading,
     add_options,
     hook_words,
+    misspelt_variables,
     rocm,
     training_environ,
 )
@@ -100,7 +102,7 @@ def startup_file_checks() -> list[Row]:
     active = [d for d, on in found if on]
     checks = []
     if active:
-        checks.append(Row("ok", PTH, os.path.join(active[0], PTH)))
+        checks.append(Row("ok", PTH, unbroken(os.path.join(active[0], PTH))))
         checks.append(early_starters_check())
     elif found:
         checks.append(Row("FAIL", PTH, f"{os.path.join(found[0][0], PTH)} is in"
@@ -200,7 +202,7 @@ def gate_check() -> Row:
                      f" {reinstall_command()}")  # fmt: skip
     beside = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if _same(os.path.dirname(spec.origin), os.path.dirname(beside)):
-        return Row("ok", GATE, spec.origin)
+        return Row("ok", GATE, unbroken(spec.origin))
     installed = installed_file(f"{GATE}.py")
     if installed is None or not _same(installed, spec.origin):
         return Row("FAIL", GATE, f"{spec.origin} comes first on sys.path, not"
@@ -298,6 +300,8 @@ def environment_checks(training: Sequence[str]) -> list[Row]:
     _, timeout_problem = timeout(os.environ)
     if timeout_problem:
         checks.append(Row("FAIL", TIMEOUT, timeout_problem))
+    checks += [Row("FAIL", slip.partition("=")[0], slip.partition("=")[2])
+               for slip in misspelt_variables(os.environ)]  # fmt: skip
     setting = QueuesSetting(os.environ)
     usable = setting.explicit is None or setting.problem is None
     checks.append(Row("ok" if usable else "FAIL", QUEUES, setting.describe()))
@@ -401,9 +405,57 @@ def cache_checks() -> list[Row]:
     return [Row("ok", "cache", f"{cache.path}: usable, {count} entr{plural}")]
 
 
+#: What the ``python`` on ``PATH`` is asked: its interpreter, its version, and
+#: whether a site directory it processes holds the ``.pth`` (as ``site`` runs).
+_TRAINING_PYTHON_PROBE = (
+    "import os, site, sys\n"
+    "dirs = site.getsitepackages()"
+    " + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])\n"
+    "print(sys.prefix); print(sys.version.split()[0])\n"
+    f"print(any(os.path.isfile(os.path.join(d, {PTH!r})) for d in dirs))\n"
+)
+
+
+def training_python_check() -> Row:
+    """The Python that will train: the first ``python`` on ``PATH``, which
+    ``python -m torchtitan.train`` and torchrun's workers run. Where it is
+    another interpreter than this one (an activated venv without the package,
+    this command from another venv on ``PATH``), whether ``site`` runs the
+    hook there (was: "healthy", for the other venv)."""
+    import shutil
+    import subprocess
+
+    topic = "python on PATH"
+    found = shutil.which("python")
+    if found is None:
+        return Row("note", topic, "none: the training's interpreter is not checked")
+    here = f"{unbroken(found)}: this interpreter"
+    if _same(os.path.dirname(found), os.path.dirname(sys.executable)):
+        return Row("ok", topic, here)  # a venv's python links out of it: not realpath
+    try:
+        done = subprocess.run(
+            [found, "-c", _TRAINING_PYTHON_PROBE], capture_output=True, text=True,
+            timeout=30, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        prefix, version, has_pth = done.stdout.split("\n")[:3]
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return Row("FAIL", topic, f"{found}: cannot be asked ({exc})")
+    if _same(prefix, sys.prefix):
+        return Row("ok", topic, here)
+    if has_pth == "True":
+        return Row("ok", topic, f"{unbroken(found)} ({version}): {PTH} in its site")
+    return Row(
+        "FAIL", topic,
+        f"{unbroken(found)} ({version}) is another Python, without {PTH}: the"
+        " training it runs (python -m torchtitan.train, torchrun) has no hook;"
+        f" install it there: {shlex.quote(found)} -m pip install {NAME}",
+    )  # fmt: skip
+
+
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     checks = [
-        Row("note", "python", f"{sys.executable} ({sys.version.split()[0]})"),
+        Row("note", "python", f"{unbroken(sys.executable)} ({sys.version.split()[0]})"),
+        training_python_check(),
         *startup_file_checks(),
         *([] if sys.flags.no_site else [gate_check()]),
         *environment_checks(opts.training),

@@ -3,15 +3,16 @@ would do here. It formats the model's lane table; it derives nothing itself."""
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .._config import ConfigError
 from .._environ import (
+    EXPORTED,
     HIP_DEFAULT_QUEUES,
     OFF,
+    ORIGIN,
     QUEUES,
     QUIET,
     SWITCH,
@@ -27,10 +28,11 @@ from ._common import (
     Reading,
     add_options,
     hook_words,
+    misspelt_variables,
     rocm,
     training_environ,
 )
-from .term import row, unbroken, write_stderr
+from .term import json_text, row, unbroken, write_stderr
 
 if TYPE_CHECKING:
     import argparse
@@ -57,10 +59,11 @@ OPTIONS = (
            help="one JSON object on stdout"),
     Option("--export", takes_value=False, exclusive="form", action="store_true",
            help="print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
-           " (N: the number HIP reads), one summary line on stderr (the report"
-           " with --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP"
-           " reads it; on any failure 'false' on stdout (its eval fails) and"
-           " exit 2"),
+           " (N: the number HIP reads; with ROCM_HWQ_AUTOSET_ORIGIN, which tells"
+           " a later export or launch that the value is the package's own), one"
+           " summary line on stderr (the report with --verbose); an explicit"
+           " GPU_MAX_HW_QUEUES is exported as HIP reads it; on any failure"
+           " 'false' on stdout (its eval fails) and exit 2"),
     Option("--verbose", takes_value=False, action="store_true",
            help="with --export: the whole report on stderr"),
     Option("--world-size", takes_value=True, type=int, metavar="N",
@@ -84,6 +87,8 @@ ALWAYS = {
 def run(opts: argparse.Namespace, out: TextIO) -> int:
     """The report, the JSON or the export; ``ConfigError`` for what cannot be
     read (the dispatcher says it)."""
+    for slip in misspelt_variables(os.environ):
+        write_stderr(f"{PROG}: warning: {slip}\n")
     setting = QueuesSetting(os.environ)
     explicit = setting.explicit
     if opts.export and explicit is not None and setting.problem is not None:
@@ -112,8 +117,10 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
             "opted_out": switch(os.environ)[0] == OFF,
             "hook": hook_words(outcome),
         }
-        out.write(json.dumps(doc, indent=2) + "\n")
+        out.write(json_text(doc, indent=2) + "\n")
         return 0
+    if reading.launch.config_file:  # a path: a row never breaks it at a blank
+        source = unbroken(source)
     environment = {
         "ROCm": ("yes: " if on_rocm else "no: ") + evidence,
         QUEUES: setting.describe(),
@@ -124,18 +131,26 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(as_text(rec, source=source, found=reading.found,
                           environment=environment))  # fmt: skip
         return 0
-    # The number HIP reads, never the text: always safe to eval.
-    exported = setting.queues if explicit is not None else rec.queues
-    out.write(f"export {QUEUES}={exported}\n")
+    out.write(export_line(setting, rec) + "\n")
     level, _ = log_level(os.environ)
     if opts.verbose or level == VERBOSE:
         write_stderr(as_text(rec, source=source, found=reading.found,
                              environment=environment))  # fmt: skip
     elif level == QUIET:
         return 0
-    summary = export_summary(rec, setting, source, hook_off(os.environ))
+    summary = export_summary(rec, setting, reading.source, hook_off(os.environ))
     write_stderr(f"{PROG}: {summary}\n")
     return 0
+
+
+def export_line(setting: QueuesSetting, rec: Recommendation) -> str:
+    """The line ``eval`` runs: the number HIP reads, never the text (always
+    safe to eval); the package's own value with its origin, so that a second
+    export, or a launch, knows it is not the user's (was: taken for explicit,
+    and kept, by the next ``eval "$(explain --export ...)"``)."""
+    if setting.explicit is not None:
+        return f"export {QUEUES}={setting.queues}"
+    return f"export {QUEUES}={rec.queues} {ORIGIN}='{rec.queues} {EXPORTED}'"
 
 
 def hook_off(environ: Mapping[str, str]) -> str | None:

@@ -12,7 +12,6 @@ streams; there all streams of a device count as one pool under either rule.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -23,7 +22,7 @@ from .._model import MAX_QUEUES, MIN_LANES, queues_for
 from .._pools import BOTH, OPTION, RULES, PoolRule, choose, pool_sizes
 from .._traces import TraceError, read_trace
 from ._common import Option, Reading, add_options, fail, training_environ
-from .term import paint
+from .term import json_text, paint, wrap
 
 if TYPE_CHECKING:
     import argparse
@@ -81,6 +80,10 @@ def queues_and_source(opts: argparse.Namespace) -> tuple[int, str, str | None]:
     if opts.queues is not None:
         if opts.queues < 1:
             raise ConfigError(f"{opts.queues} must be >= 1", "--queues")
+        if QueuesSetting({QUEUES: str(opts.queues)}).queues is None:
+            raise ConfigError(  # as GPU_MAX_HW_QUEUES, HIP's atoi is undefined
+                f"{opts.queues} is beyond C's int: no Q HIP reads", "--queues"
+            )
         return opts.queues, "--queues", None
     setting = QueuesSetting(os.environ)
     from_args = None
@@ -161,22 +164,22 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     read = [r for r in reports if "error" not in r]
     # The worst verdict: a trace not read (2), one short (1), all fitting (0).
     status = 2 if errors else 0 if all(r["ok"] for r in read) else 1
-    if not read:  # nothing to report but what is wrong
-        for error in errors[:-1]:
-            fail(error)
-        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
-    if opts.json:
+    if opts.json:  # the same shape whatever was read: each trace an entry
         doc = {"queues": queues, "queues_source": source, "ok": status == 0,
                "traces": reports}  # fmt: skip
         if note is not None:
             doc["note"] = note
-        out.write(json.dumps(doc, indent=2) + "\n")
+        out.write(json_text(doc, indent=2) + "\n")
         for error in errors:
             fail(error)
         return status
-    out.write(f"Q = {queues}, from {source}\n")
+    if not read:  # nothing to report but what is wrong
+        for error in errors[:-1]:
+            fail(error)
+        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
+    out.write(wrap(f"Q = {queues}, from {source}") + "\n")
     if note is not None:
-        out.write(f"note: {note}\n")
+        out.write(wrap(f"note: {note}") + "\n")
     # The pool rule last said: said again when it changes.
     said: dict[str, Any] = {}
     for r in reports:
@@ -186,8 +189,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         if r["pool_rule"] != said:
             said = r["pool_rule"]
             for warning in said.get("warnings", ()):
-                out.write(f"warning: {warning}\n")
-            out.write(f"pools: {said['why']}\n")
+                out.write(wrap(f"warning: {warning}") + "\n")
+            out.write(wrap(f"pools: {said['why']}") + "\n")
         for line in verdict_lines(r, out):
             out.write(line + "\n")
     short = [r for r in read if not r["ok"]]
@@ -195,7 +198,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         # Sure where every verdict of a trace is short, not only the shared one.
         sure = [r for r in short if not any(v["ok"] for v in r["verdicts"])]
         needed = max(v["needed"] for r in sure or short for v in r["verdicts"])
-        out.write(advice(needed, bool(sure)) + "\n")
+        out.write(wrap(advice(needed, bool(sure))) + "\n")
     for error in errors:
         fail(error)
     return status

@@ -49,7 +49,14 @@ from typing import Any
 
 from .._argv import MODULE, Launch
 from .._config import ConfigError
-from .._decision import SKIP, WARNING, Outcome, conclude, internal_error, value_words
+from .._decision import (
+    DETAIL,
+    WARNING,
+    Outcome,
+    conclude,
+    internal_error,
+    value_words,
+)
 from .._environ import QUEUES, timeout
 from .._model import Config, decode_inputs
 from .answer import CACHE, PEER, SAME, STALE, UNCHECKED, Answer, Verdict
@@ -275,7 +282,7 @@ def _check(
     not_idle = lowest_priority()
     if not_idle is not None:
         unchecked = f"it is taken at most {MAX_UNCHECKED} times unchecked"
-        _say(options, Outcome(SKIP, f"cache: not checking {CHECKED}: {not_idle}",
+        _say(options, Outcome(DETAIL, f"cache: not checking {CHECKED}: {not_idle}",
                               unchecked))  # fmt: skip
         _write(out, Verdict(UNCHECKED).to_json())
         return
@@ -284,7 +291,7 @@ def _check(
     fresh = _evaluate_here(args)
     deps = _deps(cache, recorder)  # the recording ends before any conclusion
     if fresh.failure is not None:  # ours, not the config's
-        _say(options, Outcome(SKIP, f"cache: checking {CHECKED}: {fresh.failure}",
+        _say(options, Outcome(DETAIL, f"cache: checking {CHECKED}: {fresh.failure}",
                               "the entry is kept"))  # fmt: skip
         _write(out, Verdict(UNCHECKED).to_json())
         return
@@ -342,7 +349,7 @@ def _say(options: argparse.Namespace, outcome: Outcome) -> None:
 def _check_timed_out(options: argparse.Namespace, seconds: float) -> Any:
     def timed_out(signum: int, frame: Any) -> None:
         _say(options, Outcome(
-            SKIP, f"cache: checking {CHECKED} took over {seconds:g} s",
+            DETAIL, f"cache: checking {CHECKED} took over {seconds:g} s",
             "the entry is kept",
         ))  # fmt: skip
         end_group()

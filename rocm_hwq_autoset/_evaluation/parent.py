@@ -56,7 +56,7 @@ from typing import Any
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import (
-    SKIP,
+    DETAIL,
     WARNING,
     Outcome,
     conclude,
@@ -241,12 +241,14 @@ def evaluate(
     *,
     use_cache: bool = True,
     fresh: bool = False,
+    slow: Callable[[float], None] | None = None,
 ) -> tuple[Config | ConfigError, str]:
     """Evaluate now and wait, for the command line: the config (or why there
     is none), and how it was found (``cache``, ``evaluated``, or why the cache
     was not used). ``fresh`` (for a value that leaves the package, ``explain
     --export``, or judges a run, ``verify``): evaluated now, never from the
-    cache, which then holds the answer."""
+    cache, which then holds the answer. ``slow``: called once if the child
+    has not answered after :data:`SLOW_SECONDS` (``Evaluation.answer``)."""
     found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
         return found.hit.config, f"from the cache ({found.cache.entry(found.key)})"
@@ -265,7 +267,7 @@ def evaluate(
         assert found.error is not None
         return found.error, how
     try:
-        answer = evaluation.answer()
+        answer = evaluation.answer(slow)
     finally:
         evaluation.settle()  # the answer stored in the cache, for the launches
     if answer.how != EVALUATED:
@@ -285,7 +287,7 @@ def start(launch: Launch, apply: Apply) -> None:
     if found.switch_error is not None:
         apply(Outcome(WARNING, str(found.switch_error), "the cache is not used"))
     if found.no_cache:
-        apply(Outcome(SKIP, f"cache: {found.no_cache}"))
+        apply(Outcome(DETAIL, f"cache: {found.no_cache}", "evaluating without it"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
         outcome = conclude(environ, launch, found.hit.config, cached=True)
@@ -297,7 +299,7 @@ def start(launch: Launch, apply: Apply) -> None:
                 Waiter(launch, apply, outcome=outcome, check=check).install()
         return
     if found.cache is not None:
-        apply(Outcome(SKIP, f"cache: {found.missed}; evaluating"))
+        apply(Outcome(DETAIL, f"cache: {found.missed}; evaluating"))
     if found.evaluation is None:
         assert found.error is not None
         apply(failed(launch.form, found.error))
@@ -329,7 +331,7 @@ def start_check(
         child = Child(interpreter_of(launch, environ), options, launch.args,
                       environ, say=level != QUIET)  # fmt: skip
     except Exception as exc:
-        apply(Outcome(SKIP, f"cache: the background check cannot start: {exc}",
+        apply(Outcome(DETAIL, f"cache: the background check cannot start: {exc}",
                       "the cached value stays"))  # fmt: skip
         return None
     with contextlib.suppress(OSError):  # idle from its first instruction on
@@ -405,6 +407,7 @@ class Waiter:
             self._need(environ, during)
         except BaseException as exc:
             if is_foreign(exc):  # its traceback shows where it came, not our wait
+                hide_our_frames(exc)
                 raise exc.with_traceback(None)  # noqa: B904 - the same one, as it was
 
     def _need(self, environ: MutableMapping[str, str] | None, during: str) -> None:
@@ -477,6 +480,43 @@ class Waiter:
         one that answered may first store its answer, for a bounded time)."""
         if os.getpid() == self.owner:
             self.abandoned = True
+
+
+#: The package's folder: a traceback's frames in it are the wait's, not the
+#: program's.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def hide_our_frames(exc: BaseException) -> None:
+    """Where ``exc`` (Ctrl-C, a signal handler's exception raised while the
+    process waited) ends the program, its traceback is printed as it would be
+    without the hook: ending in the program's own frame (its import, its
+    process start), none of the package's after it (was: the audit hook's and
+    the wait's frames, issue #37). A raise always adds its own frame, so they
+    are cut where Python prints it: ``sys.excepthook``, wrapped once for this
+    exception alone, the program's own hook called with the rest."""
+    previous = sys.excepthook
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        if value is exc:
+            tb = _without_ours(tb)
+            value.__traceback__ = tb
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+
+
+def _without_ours(tb: Any) -> Any:
+    """The traceback ``tb`` cut before its first frame of the package's."""
+    first, before = tb, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIR):
+            if before is None:
+                return None
+            before.tb_next = None
+            return first
+        before, tb = tb, tb.tb_next
+    return first
 
 
 def is_foreign(exc: BaseException) -> bool:

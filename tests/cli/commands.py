@@ -12,6 +12,15 @@ from rocm_hwq_autoset._cli import main
 PREFIX = "rocm-hwq-autoset: error: "
 
 
+def exported(queues: int) -> str:
+    """``explain --export``'s stdout for the package's own value: with its
+    origin, so that a second export or a launch decides again (issue #37)."""
+    return (
+        f"export GPU_MAX_HW_QUEUES={queues}"
+        f" ROCM_HWQ_AUTOSET_ORIGIN='{queues} explain --export'\n"
+    )
+
+
 def explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["explain", *args])
     out, err = capsys.readouterr()

@@ -700,3 +700,50 @@ def test_the_installed_files_are_the_distributions(
 
     monkeypatch.setattr(metadata, "distribution", none)
     assert _doctor.installed_file("rocm_hwq_autoset.pth") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [("rocm_hwq_autoset", "ROCM_HWQ_AUTOSET"), ("ROCM_HWQ_AUTSET", "ROCM_HWQ_AUTOSET"),
+     ("GPU_MAX_HW_QUEUE", "GPU_MAX_HW_QUEUES")],
+)  # fmt: skip
+def test_a_misspelt_variable_is_named_by_doctor_and_explain(
+    name: str, meant: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue #37: ``ROCM_HWQ_AUTSET=0`` opts nothing out, and neither command
+    said a word: doctor fails on it, explain warns."""
+    monkeypatch.setenv(name, "0")
+    said = f"'0' is set, but nothing reads it: did you mean {meant}?"
+    code, flat = doctor(capsys)
+    assert code == 1 and f"FAIL {name} {said}" in flat
+    assert main(["explain", "--json"]) == 0
+    assert capsys.readouterr().err == f"rocm-hwq-autoset: warning: {name}={said}\n"
+
+
+def test_the_python_that_will_train_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #37: an activated venv without the package, ``rocm-hwq-autoset``
+    from another venv on ``PATH``: was "healthy", for the other venv, while the
+    ``python`` that trains (the first on ``PATH``) had no hook."""
+    import subprocess
+
+    code, flat = doctor(capsys)
+    assert code == 0 and "ok python on PATH " in flat and ": this interpreter" in flat
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")],
+                   check=True, timeout=60)  # fmt: skip
+    other = tmp_path / "v" / "bin" / "python"
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ['PATH']}")
+    code, flat = doctor(capsys)
+    version = sys.version.split()[0]
+    assert (
+        code == 1
+        and (
+            f"FAIL python on PATH {other} ({version}) is another Python, without"
+            " rocm_hwq_autoset.pth: the training it runs (python -m torchtitan.train,"
+            f" torchrun) has no hook; install it there: {other} -m pip install"
+            " rocm-hwq-autoset"
+        )
+        in flat
+    ), flat

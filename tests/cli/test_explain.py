@@ -19,7 +19,7 @@ from rocm_hwq_autoset._cli.term import paint
 
 from ..data import EP2_OVERLAP, EXPECTED, write_job
 from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, child_env, fake_torch
-from .commands import PREFIX, explain, explain_json, refused
+from .commands import PREFIX, explain, explain_json, exported, refused
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -172,7 +172,7 @@ def test_export(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE,
                              "--parallelism.expert_parallel_degree", "2")  # fmt: skip
     assert code == 0
-    assert out == "export GPU_MAX_HW_QUEUES=4\n"
+    assert out == exported(4)
     # One summary line on stderr; the report only with --verbose.
     assert err == (
         "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
@@ -183,7 +183,7 @@ def test_export(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
         capsys, "--export", "--verbose", "--job.config_file", EXAMPLE,
         "--parallelism.expert_parallel_degree", "2",
     )  # fmt: skip
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err.startswith(f"config              {EXAMPLE}\n")
     assert "GPU_MAX_HW_QUEUES=4  (4 streams" in err and "expert_comm" in err
     assert err.endswith("; --verbose for the report\n")
@@ -197,7 +197,7 @@ def test_export_as_the_log_level_asks(
     """Quiet: nothing on stderr on success; verbose: the whole report."""
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", level)
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err.count("\n") >= lines and (err == "") == (lines == 0)
     # A failure is said whatever the level.
     assert refused(capsys, "--export", "--job.config_file", "/nonexistent.toml") == (
@@ -213,7 +213,7 @@ def test_an_empty_value_is_nobodys_and_the_arguments_q_is_exported(
     the export is the training arguments' Q, as the hook would set it."""
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "")
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err == (
         "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
         f" all_reduce, fsdp_comm) for {EXAMPLE}; --verbose for the report\n"
@@ -237,7 +237,7 @@ def test_an_export_where_the_hook_is_off_says_so(
     It still exports: the export is how a job sets it where the hook is off."""
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", switch)
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err == (
         "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute,"
         f" all_reduce, fsdp_comm) for {EXAMPLE}; {said}; --verbose for the"
@@ -258,7 +258,7 @@ def test_an_explicit_value_is_exported_as_it_is(
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "16")
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
     assert code == 0
-    assert out == "export GPU_MAX_HW_QUEUES=16\n"
+    assert out == "export GPU_MAX_HW_QUEUES=16\n"  # the user's: no origin of ours
     assert err == (
         "rocm-hwq-autoset: exported GPU_MAX_HW_QUEUES=16: 16, set explicitly: it"
         " always wins (the training arguments give 4); --verbose for the report\n"
@@ -289,7 +289,7 @@ def test_a_value_set_by_the_hook_is_not_explicit(
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "8 job.config_file")
     code, out, err = explain(capsys, "--export", "--job.config_file", EXAMPLE)
-    assert code == 0 and out == "export GPU_MAX_HW_QUEUES=4\n"
+    assert code == 0 and out == exported(4)
     assert "for " in err and "(3 GPU streams" in err
     code, out, _ = explain(capsys, "--job.config_file", EXAMPLE)
     assert "GPU_MAX_HW_QUEUES 8, set by rocm-hwq-autoset (job.config_file)" in out
@@ -667,7 +667,7 @@ def test_a_toml_key_a_typo_away_from_ours_is_refused(
         '[job]\ncustom_config_module = "my.job_config"\n' + typo
     )
     code, out, _ = explain(capsys, "--export", "--job.config_file", "custom.toml")
-    assert code == 0 and out == "export GPU_MAX_HW_QUEUES=4\n"
+    assert code == 0 and out == exported(4)
 
 
 @pytest.mark.parametrize(
@@ -752,10 +752,35 @@ class _Pipe:
 
 def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
     assert paint("ok", "green", _Tty()) == "\033[32mok\033[0m"  # type: ignore[arg-type]
     assert paint("ok", "green", _Pipe()) == "ok"  # type: ignore[arg-type]
+    monkeypatch.setenv("TERM", "dumb")  # was: colours
+    assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+    monkeypatch.delenv("TERM")
     monkeypatch.setenv("NO_COLOR", "1")
     assert paint("ok", "green", _Tty()) == "ok"  # type: ignore[arg-type]
+
+
+def test_a_name_no_terminal_shows_is_escaped_and_its_json_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A config path with a carriage return and a byte that is not UTF-8. Was:
+    the return a blank, the byte raw (``?`` in a warning); in JSON a lone
+    surrogate (``\\udcff``), which strict JSON readers refuse."""
+    raw = os.path.join(os.fsencode(tmp_path), b"a\rb\xffc.toml")
+    with open(raw, "wb") as job:
+        job.write((ROOT / "examples" / "deepseek_v3_16b.toml").read_bytes())
+    path = os.fsdecode(raw)
+    shown = f"{tmp_path}/a\\rb\\xffc.toml"
+    code, out, _ = explain(capsys, "--job.config_file", path)
+    assert code == 0 and out.splitlines()[0] == f"config              {shown}"
+    code, out, _ = explain(capsys, "--json", "--job.config_file", path)
+    assert (
+        code == 0
+        and "\\ud" not in out
+        and json.loads(out)["config"] == (f"{tmp_path}/a\rb\\xffc.toml")
+    )
 
 
 def test_readme_shows_what_explain_prints(
@@ -792,7 +817,7 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 REPORT = """\
 config              job.toml
-world size          8
+world size          1
 
 GPU streams counted:
   compute           always: the step's own kernels
@@ -852,7 +877,7 @@ def test_the_report_in_full(here: Path, capsys: pytest.CaptureFixture[str]) -> N
     TOML era's compile.passes shown because it was set; lists as TOML writes
     them; the environment's rows."""
     code, out, err = explain(
-        capsys, "--job.config_file", "job.toml", "--world-size", "8",
+        capsys, "--job.config_file", "job.toml", "--world-size", "1",
         "--parallelism.data_parallel_shard_degree", "1", "--compile.enable_passes",
         "--compile.disable_passes", "a,b", "--compile.passes", "cudagraph",
     )  # fmt: skip
@@ -1190,3 +1215,16 @@ def test_a_bad_value_of_theirs_in_the_file_is_named(
     assert refused(capsys, "--job.config_file", str(job)) == f"{job}: {said}"
     code, out, _ = explain(capsys, "--json", "--job.config_file", str(job))
     assert (code, json.loads(out)) == (2, {"error": f"{job}: {said}"})
+
+
+def test_a_config_path_with_blanks_is_one_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the report broke a path at its blanks (a clone in ``.../with
+    spaces/...``), so that it could not be copied whole."""
+    folder = tmp_path / ("with spaces & more " * 4)
+    folder.mkdir()
+    job = folder / "job.toml"
+    job.write_bytes((ROOT / "examples" / "deepseek_v3_16b.toml").read_bytes())
+    code, out, _ = explain(capsys, "--job.config_file", str(job))
+    assert code == 0 and out.splitlines()[0] == f"config              {job}"

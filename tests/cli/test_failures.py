@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from rocm_hwq_autoset._cli import failure_output, main
 
 from ..data import kernel, write_trace
 from ..helpers import child_env
-from .commands import PREFIX
+from .commands import PREFIX, exported
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -38,10 +39,30 @@ FAILING = [
     (["explain", "--world-size", "0"], "--world-size: 0 must be >= 1"),
     (["verify", "--queues", "x", "{trace}"],
      "verify: argument --queues: invalid int value: 'x'"),
+    # Issue #37's hints: what was typed, and what torchtitan would make of it.
+    (["explain", "--ep", "2"], "explain: --ep: unrecognized option; did you mean"
+     " --parallelism.expert_parallel_degree?"),
+    (["explain", "--world-size", "--job.config_file", EXAMPLE],
+     "explain: --world-size: expects a value, but --job.config_file follows it"),
+    (["explain", "--job.config_file=~/no-such-job.toml"],
+     "~/no-such-job.toml: No such file or directory; the shell expands ~ only at"
+     " the start of a word, not after '=': write --job.config_file ~/job.toml"
+     " (a space, not '=') or $HOME/job.toml"),
+    (["explain", "--job.config_file", EXAMPLE, "--parallelism.tp", "2"],
+     "--parallelism.tp: not a torchtitan option; did you mean"
+     " --parallelism.tensor_parallel_degree?"),
+    (["explain", "--job.config_file", EXAMPLE,
+      "--parallelism.expert_parallel_degree", "2", "3"],
+     "--parallelism.expert_parallel_degree: takes one value; '3' after '2' is one"
+     " too many (torchtitan refuses it)"),
+    (["explain", "--", "job.toml"], "explain: unexpected argument 'job.toml' after"
+     " '--', where torchtitan takes no file alone (it refuses it); did you mean"
+     " --job.config_file job.toml?"),
+    (["verify", "--queues", "999999999999999999", "{trace}"],
+     "--queues: 999999999999999999 is beyond C's int: no Q HIP reads"),
     (["verify", "--quees", "4", "{trace}"],
      "verify: --quees: unrecognized option; did you mean --queues?"),
     (["verify"], "verify needs at least one TRACE"),
-    (["verify", "{trace}.missing"], "{trace}.missing: No such file or directory"),
 ]  # fmt: skip
 
 
@@ -185,7 +206,7 @@ def test_a_stderr_that_cannot_be_written_is_no_traceback(
     code, out, err = _run(args, redirect, tmp_path)
     assert (code, out, err) == (2, "false\n", "")
     ok = ["explain", "--export", "--job.config_file", EXAMPLE]
-    assert _run(ok, redirect, tmp_path)[:2] == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert _run(ok, redirect, tmp_path)[:2] == (0, exported(4))
 
 
 def test_a_reader_that_went_away_is_still_no_error(tmp_path: Path) -> None:
@@ -193,12 +214,24 @@ def test_a_reader_that_went_away_is_still_no_error(tmp_path: Path) -> None:
     assert (code, out, err) == (0, "", "")
 
 
+@pytest.mark.parametrize(("streams", "verdict"), [(3, 0), (5, 1)])
+def test_verifys_status_is_its_verdict_whatever_the_reader_took(
+    streams: int, verdict: int, tmp_path: Path
+) -> None:
+    """``verify --queues 4 t.json | head -c 0``: the reader is gone before the
+    first line. Was: status 0 for a short trace whenever the pipe broke before
+    the verdict was written (``| head -1``: 1 or 0 by chance)."""
+    trace = write_trace(tmp_path / "t.json", [kernel(0, s) for s in range(streams)])
+    tail = "| head -c 0; exit ${PIPESTATUS[0]}"
+    assert _run(["verify", "--queues", "4", trace], tail, tmp_path) == (verdict, "", "")
+
+
 # The line everyone writes in a job script.
 
 
 def _shell(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     # the command, not a path that holds its name (a clone at .../rocm-hwq-autoset)
-    command = f'"{sys.executable}" -m rocm_hwq_autoset explain'
+    command = f"{shlex.quote(sys.executable)} -m rocm_hwq_autoset explain"
     env = _env(tmp_path)
     return subprocess.run(
         ["bash", "-c", script.replace("rocm-hwq-autoset explain", command)],
@@ -214,7 +247,8 @@ def test_eval_of_an_export_stops_a_strict_script_on_failure(
     status 0: an empty stdout evals to nothing."""
     proc = _shell(
         'set -euo pipefail; eval "$(rocm-hwq-autoset explain --export'
-        f' --job.config_file {config})"; echo reached Q=$GPU_MAX_HW_QUEUES',
+        f' --job.config_file {shlex.quote(config)})";'
+        " echo reached Q=$GPU_MAX_HW_QUEUES",
         tmp_path,
     )
     if config == EXAMPLE:
@@ -237,6 +271,23 @@ def test_eval_of_a_failed_export_leaves_an_interactive_shell_alive(
         tmp_path,
     )
     assert (proc.returncode, proc.stdout) == (0, "status 1 Q=2\n"), proc.stderr
+
+
+def test_a_second_export_in_one_shell_is_decided_again(tmp_path: Path) -> None:
+    """Issue #37: ``eval "$(explain --export ...)"`` twice in one shell, the
+    second for a config that needs 8: was 4 kept, the first export taken for
+    an explicit value. Its origin says it is the package's own."""
+    ep2 = ["--parallelism.expert_parallel_degree", "2",
+           "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
+    export = (
+        f"rocm-hwq-autoset explain --export --job.config_file {shlex.quote(EXAMPLE)}"
+    )
+    proc = _shell(
+        f'set -eu; eval "$({export})"; eval "$({export} {" ".join(ep2)})";'
+        " echo Q=$GPU_MAX_HW_QUEUES",
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "Q=8\n"), proc.stderr
 
 
 class _NoFileno:

@@ -40,8 +40,10 @@ HELP = {
             TRAINING,
             "--json one JSON object on stdout",
             "--export print 'export GPU_MAX_HW_QUEUES=N' as the only line of stdout"
-            " (N: the number HIP reads), one summary line on stderr (the report with"
-            " --verbose); an explicit GPU_MAX_HW_QUEUES is exported as HIP reads it;"
+            " (N: the number HIP reads; with ROCM_HWQ_AUTOSET_ORIGIN, which tells a"
+            " later export or launch that the value is the package's own), one"
+            " summary line on stderr (the report with --verbose); an explicit"
+            " GPU_MAX_HW_QUEUES is exported as HIP reads it;"
             " on any failure 'false' on stdout (its eval fails) and exit 2",
             "--verbose with --export: the whole report on stderr",
             "--world-size N resolve data_parallel_shard_degree = -1 as torchtitan"

@@ -6,8 +6,11 @@ refusal. The launch itself, end to end, is in tests/e2e/test_module_launch.py.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ from rocm_hwq_autoset._cli import main
 from ..data import kernel, write_trace
 from ..helpers import ROCM_VERSION_PY, fake_torch
 from ..standin import write_recipes, write_standin
-from .commands import explain, explain_json, refused
+from .commands import explain, explain_json, exported, refused
 
 ROOT = Path(__file__).resolve().parents[2]
 DS = ["--module", "graph_trainer.deepseek_v3", "--config",
@@ -317,7 +320,7 @@ def test_a_timeout_it_cannot_use_is_one_line_and_the_default(
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_TIMEOUT", seconds)
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", "quiet")
     code, out, err = explain(capsys, "--export", *LLAMA)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=4\n")
+    assert (code, out) == (0, exported(4))
     assert err == (
         f"rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_TIMEOUT={seconds!r} is not"
         " a positive number of seconds up to 86400; using the default (120 s)\n"
@@ -351,7 +354,7 @@ def test_an_export_and_verify_never_take_the_cache_s_word(
     assert explain_json(capsys, *args)["evaluation"].startswith("from the cache (")
     Path("flag").write_text("")  # what no record sees
     code, out, err = explain(capsys, "--export", *args)
-    assert (code, out) == (0, "export GPU_MAX_HW_QUEUES=8\n"), err
+    assert (code, out) == (0, exported(8)), err
     again = explain_json(capsys, *args)  # the cache now holds the fresh answer
     assert again["queues"] == 8 and again["evaluation"].startswith("from the cache (")
     Path("flag").unlink()
@@ -359,3 +362,53 @@ def test_an_export_and_verify_never_take_the_cache_s_word(
                         {"traceEvents": [kernel(0, s) for s in range(5)]})  # fmt: skip
     assert main(["verify", "--json", trace, *args]) == 1  # 5 streams > Q 4
     assert json.loads(capsys.readouterr().out)["queues"] == 4
+
+
+WAITING = (
+    "rocm-hwq-autoset: waiting for the --module/--config evaluation (torchtitan"
+    " builds graph_trainer.deepseek_v3's config graph_trainer_deepseek_v3_debugmodel"
+    " in a child); at most "
+)
+
+
+def test_a_slow_evaluation_is_said_as_the_launch_says_it(
+    standin: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: nothing on stderr however long the config took to build."""
+    monkeypatch.setenv("STANDIN_SLEEP", "3")
+    code, out, err = explain(capsys, "--json", *DS)
+    assert code == 0 and json.loads(out)["queues"] == 4
+    assert err.startswith(WAITING) and err.count("\n") == 1, err
+    assert err.endswith(" s more (ROCM_HWQ_AUTOSET_TIMEOUT)\n"), err
+
+
+@pytest.mark.parametrize("form", ["", "--export"])
+def test_ctrl_c_during_an_evaluation_is_one_line(
+    form: str, standin: Path, tmp_path: Path
+) -> None:
+    """Was: a ``KeyboardInterrupt`` traceback through the package's frames.
+    One line, the shell's status for SIGINT, the child ended; ``false`` for an
+    export, whose ``eval`` then fails."""
+    env = {**os.environ, "STANDIN_SLEEP": "60", "ROCM_HWQ_AUTOSET_CACHE_DIR":
+           str(tmp_path / "cache")}  # fmt: skip
+    command = [sys.executable, "-m", "rocm_hwq_autoset", "explain",
+               *([form] if form else []), *DS]  # fmt: skip
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)  # fmt: skip
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith(WAITING)  # after 2 s
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (130, "false\n" if form else "")
+    assert err == "rocm-hwq-autoset: interrupted (Ctrl-C): nothing was decided\n"
+    with contextlib.suppress(FileNotFoundError):  # the child's last word
+        log = (tmp_path / "standin.log").read_text().splitlines()
+        pids = [json.loads(line)[1] for line in log]
+        assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
+
+
+def _default_sigint() -> None:
+    """SIGINT at its default, as in a shell's job (a pytest worker may start
+    the command with it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -5,9 +5,11 @@ what a file is when it is no trace to check."""
 from __future__ import annotations
 
 import argparse
+import bz2
 import gzip
 import io
 import json
+import lzma
 import random
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import _traces
-from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli import CUT_SHORT, main
 from rocm_hwq_autoset._cli import verify as _verify
 from rocm_hwq_autoset._cli.verify import ALIKE
 from rocm_hwq_autoset._pools import NOTHING_SAYS
@@ -56,6 +58,13 @@ def test_corpus_traces() -> None:
     assert sorted(p.name for p in folder.glob("*.json.gz")) == sorted(CORPUS_TRACES)
     for name, devices in CORPUS_TRACES.items():
         assert by_device(str(folder / name)) == devices, name
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line of the report whole, as the tests pin them (their wrapping to
+    the terminal: ``test_the_lines_fit_the_terminal``)."""
+    monkeypatch.setenv("COLUMNS", "1000")
 
 
 def trace(events: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -399,7 +408,9 @@ def test_json_without_gpu_activity_is_said(
     path.write_bytes(content)
     assert refused(capsys, str(path)) == f"{path}: {said}"
     code, out, _ = verify(capsys, "--json", str(path))
-    assert code == 2 and json.loads(out) == {"error": f"{path}: {said}"}
+    assert code == 2 and json.loads(out)["traces"] == [
+        {"path": str(path), "error": f"{path}: {said}", "ok": False}
+    ]
 
 
 def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:
@@ -431,6 +442,29 @@ def test_what_a_file_is(
     path = tmp_path / name
     path.write_bytes(content)
     assert refused(capsys, str(path)).startswith(f"{path}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("kind", "packed", "unpack"),
+    [
+        ("xz", lzma.compress(b"{}"), "xz -dk"),
+        ("bzip2", bz2.compress(b"{}"), "bunzip2 -k"),
+        ("zstd", b"\x28\xb5\x2f\xfd" + bytes(16), "zstd -d"),
+        ("zip", b"PK\x03\x04" + bytes(26), "unzip"),
+    ],
+)
+def test_a_trace_compressed_otherwise_than_gzip_is_named(
+    kind: str, packed: bytes, unpack: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: "binary data, not JSON text" for each."""
+    path = tmp_path / "a b" / "t.json.x"
+    path.parent.mkdir()
+    path.write_bytes(packed)
+    assert refused(capsys, str(path)) == (
+        f"{path}: {kind}-compressed, which verify does not read: unpack it"
+        f" ({unpack} '{path}') and give the JSON file"
+    )
 
 
 @pytest.mark.parametrize(
@@ -480,6 +514,23 @@ def test_every_traces_verdict_and_the_worst_status(
     # Two bad ones and nothing read: each named, nothing on stdout.
     code, out, err = verify(capsys, cpu, str(tmp_path / "missing.json"))
     assert (code, out) == (2, "") and err.count(PREFIX) == 2
+
+
+@pytest.mark.parametrize("unread", [1, 2])
+def test_json_gives_each_unread_trace_its_entry_however_many(
+    unread: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``{"error": ...}`` for one unreadable trace alone, an entry under
+    ``traces`` beside a trace read. Each is named on stderr too; exit 2."""
+    paths = [str(tmp_path / f"missing{i}.json") for i in range(unread)]
+    code, out, err = verify(capsys, "--json", *paths)
+    doc = json.loads(out)
+    assert (code, doc["ok"], doc["queues"]) == (2, False, 4)
+    assert doc["traces"] == [
+        {"path": p, "error": f"{p}: No such file or directory", "ok": False}
+        for p in paths
+    ]
+    assert err.count(PREFIX) == unread
 
 
 def test_the_q_the_job_ran_with(
@@ -1036,6 +1087,23 @@ def test_each_trace_by_its_own_version_the_rule_said_when_it_changes(
     assert lines[5].startswith("pools: both verdicts: HIP 7.2")
 
 
+def test_the_lines_fit_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: a ``pools:`` line of 370 characters, ``COLUMNS`` not followed. The
+    prose is wrapped at word breaks; a trace's verdict stays one line (one
+    per trace, for ``grep``)."""
+    monkeypatch.setenv("COLUMNS", "60")
+    path = generated(tmp_path, hip_runtime_version=70253211)
+    code, lines = lines_of(capsys, "--queues", "8", path)
+    verdicts = [line for line in lines if line.startswith("ok  ")]
+    assert code == 0 and len(verdicts) == 2
+    prose = [line for line in lines if line not in verdicts]
+    assert prose[1].startswith("pools: both verdicts: HIP 7.2")
+    assert len(prose) > 4 and all(len(line) < 60 for line in prose), prose
+    assert all(line.startswith("  ") for line in prose[2:]), prose
+
+
 def test_a_trace_without_priorities_gets_one_line_for_both_rules(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1139,26 +1207,14 @@ def test_the_advice_follows_the_sure_verdicts(
     )
 
 
-def test_in_json_a_misplaced_trace_and_traces_not_read_are_one_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_in_json_a_misplaced_trace_is_an_error(
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--json`` answers ``{"error": ...}`` for a trace among the training
-    arguments, and, where no trace could be read, for all of them in one,
-    each also on its own line on stderr."""
+    arguments (a trace not read is an entry of ``traces``: above)."""
     code, out, err = verify(capsys, "--json", "--job.config_file", "job.toml", "t.json")
     assert code == 2 and json.loads(out) == {"error": err[len(PREFIX) : -1]}
     assert err.startswith(f"{PREFIX}'t.json' was read as a value of --job.config_file")
-    missing = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
-    said = [f"{m}: No such file or directory" for m in missing]
-    code, out, err = verify(capsys, "--json", *missing)
-    assert code == 2 and json.loads(out) == {"error": "; ".join(said)}
-    assert err == f"{PREFIX}{said[0]}\n{PREFIX}{'; '.join(said)}\n"
-    code, out, err = verify(capsys, "--json", missing[0])
-    assert (code, json.loads(out), err) == (
-        2,
-        {"error": said[0]},
-        f"{PREFIX}{said[0]}\n",
-    )
 
 
 def test_no_note_without_training_arguments(
@@ -1180,3 +1236,23 @@ def test_the_events_alone_of_a_trace_naming_its_hip(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", doc)
     with open(path, "rb") as raw:
         assert list(_traces.events(raw)) == [kernel(0, 1)]
+
+
+@pytest.mark.parametrize("json_form", [False, True])
+def test_ctrl_c_during_a_big_trace_is_one_line(
+    json_form: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Was: a ``KeyboardInterrupt`` traceback through the trace reader."""
+    path = generated(tmp_path)
+
+    def interrupted(path: str) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_verify, "read_trace", interrupted)
+    code, out, err = verify(capsys, *(["--json"] if json_form else []), path)
+    assert code == 130  # the wording: test_module_form's Ctrl-C test
+    assert err == f"rocm-hwq-autoset: {CUT_SHORT}\n"
+    assert (json.loads(out) if json_form else out) == (
+        {"error": CUT_SHORT} if json_form else ""
+    )

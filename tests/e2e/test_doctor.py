@@ -36,8 +36,11 @@ def doctor(
     env: dict[str, str] | None = None,
     flags: tuple[str, ...] = (),
 ) -> tuple[int, str]:
-    """Run doctor away from the checkout, so ``-m`` cannot pick up its sources."""
+    """Run doctor away from the checkout, so ``-m`` cannot pick up its sources,
+    with ``python``'s folder first on ``PATH``, as in its activated venv (the
+    ``python`` that trains, which doctor checks too)."""
     full_env = {"PATH": os.environ["PATH"], "NO_COLOR": "1", **(env or {})}
+    full_env["PATH"] = os.pathsep.join([os.path.dirname(python), full_env["PATH"]])
     proc = subprocess.run(
         [python, *flags, "-m", "rocm_hwq_autoset", "doctor", *args],
         capture_output=True, text=True, env=full_env, timeout=60, cwd="/",
@@ -63,12 +66,20 @@ def test_healthy(venv: Venv) -> None:
     assert fits_80_columns(out)
 
 
-def test_console_script(venv: Venv) -> None:
-    proc = subprocess.run(
-        [str(venv.path / "bin" / "rocm-hwq-autoset"), "doctor"],
-        capture_output=True, text=True, env={"PATH": os.environ["PATH"]},
-    )  # fmt: skip
-    assert proc.returncode == 0 and "rocm_hwq_autoset.pth" in proc.stdout
+def test_console_script(venv: Venv, tmp_path: Path) -> None:
+    """From its venv, activated (its folder first on ``PATH``): healthy. With
+    another venv activated, the ``python`` that would train is that one,
+    without the hook: unhealthy (issue #37: was "healthy", for this venv)."""
+    other = tmp_path / "other"
+    subprocess.run([venv.python, "-m", "venv", "--without-pip", str(other)],
+                   check=True, timeout=60)  # fmt: skip
+    for bin_dir, status in [(venv.path / "bin", 0), (other / "bin", 1)]:
+        path = os.pathsep.join([str(bin_dir), os.environ["PATH"]])
+        proc = subprocess.run(
+            [str(venv.path / "bin" / "rocm-hwq-autoset"), "doctor"],
+            capture_output=True, text=True, env={"PATH": path},
+        )  # fmt: skip
+        assert proc.returncode == status and "rocm_hwq_autoset.pth" in proc.stdout
 
 
 def test_for_a_rocm_launch(venv: Venv, tmp_path: Path) -> None:

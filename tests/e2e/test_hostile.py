@@ -73,7 +73,7 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "fifo": (_fifo, None, "not a regular file (a FIFO)"),
     "dev-zero": (lambda c: ["--job.config_file", "/dev/zero"], None, "character device"),
     "directory": (lambda c: ["--job.config_file", str(c.root)], None, "a directory"),
-    "64-MiB": (_huge, None, "67108864 bytes, more than the 65536 read"),
+    "64-MiB": (_huge, None, "67108864 bytes, more than the 262144 read"),
     "64-KiB-deep-headers": (_toml(SLOW_TOML), "4", None),
     "garbage": (lambda c: ["--job.config_file", c.file("g.toml", b"\xff\x00" * 2048)],
                 None, "g.toml: not UTF-8 text"),
@@ -124,7 +124,7 @@ CASES: dict[str, tuple[Callable[[Case], list[str]], str | None, str | None]] = {
     "cli-plus-int": (_toml(MOE, "--parallelism.expert_parallel_degree", "+2"), "4", None),
     "long-path": (lambda c: ["--job.config_file", "/" + "x" * 100_000], None,
                   "x...x"),  # the path cut in the middle, its end kept
-    "newline-path": (lambda c: ["--job.config_file", "/tmp/a\nb\x1b[2J"], None, "a?b?[2J"),
+    "newline-path": (lambda c: ["--job.config_file", "/tmp/a\nb\x1b[2J"], None, "a\\nb\\x1b[2J"),
 }  # fmt: skip
 
 

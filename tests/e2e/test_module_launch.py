@@ -403,6 +403,7 @@ def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) ->
     assert lines[-1] == "KeyboardInterrupt"  # Python's own, as without the hook
     # Its traceback ends where the program was (import torch), not in our wait.
     assert "select" not in rest and "import torch" in rest, rest
+    assert "rocm_hwq_autoset" not in rest.replace(lines[0], ""), rest  # issue #37
     assert out == ""
     deadline = time.monotonic() + 30
     while launch.survivors() and time.monotonic() < deadline:

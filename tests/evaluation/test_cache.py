@@ -182,10 +182,11 @@ def test_a_venv_reached_through_a_link_has_the_same_key(tmp_path: Path) -> None:
     link = tmp_path / "venv-link"
     link.symlink_to(sys.prefix, target_is_directory=True)
     code = ("import sys; from rocm_hwq_autoset._evaluation.cache import key;"
-            " print(sys.prefix, key(['--module', 'm'], {}))")  # fmt: skip
+            " print(sys.prefix); print(key(['--module', 'm'], {}))")  # fmt: skip
     python = Path(sys.executable).name
     seen = [subprocess.run([str(prefix / "bin" / python), "-c", code], cwd=tmp_path,
-                           capture_output=True, text=True, check=True).stdout.split()
+                           capture_output=True, text=True,
+                           check=True).stdout.splitlines()
             for prefix in (Path(sys.prefix), link)]  # fmt: skip
     assert seen[1][0] == str(link)  # Python keeps the link's path
     assert seen[0][1] == seen[1][1]

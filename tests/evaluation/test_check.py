@@ -290,7 +290,7 @@ def test_a_check_that_fails_keeps_the_entry_and_says_so_only_when_verbose(
     answer(child(flagged, FLAG))
     before = entry(flagged)
     for level, lines in (("", []), ("verbose", [
-        "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
+        "rocm-hwq-autoset: cache: checking the cached --module/--config"
         " evaluation: internal error (ZeroDivisionError: division by zero); the"
         " entry is kept"])):  # fmt: skip
         _, said = checking(flagged, TP1, BREAK_TRAVERSE="1", ROCM_HWQ_AUTOSET_LOG=level)
@@ -341,7 +341,7 @@ def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
                        ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
     assert 2 < time.monotonic() - start < 10  # ten timeouts, then the alarm's second
     assert said == ([] if not level else [
-        "rocm-hwq-autoset: nothing to do: cache: checking the cached --module/--config"
+        "rocm-hwq-autoset: cache: checking the cached --module/--config"
         " evaluation took over 2 s; the entry is kept"])  # fmt: skip
     assert entry(flagged) == before
 

@@ -174,7 +174,9 @@ class Stop(Exception):
 
 
 @pytest.mark.parametrize("how", ["handler", "KeyboardInterrupt", "SystemExit"])
-def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None:
+def test_a_signal_or_an_exit_passes_through_and_ends_the_child(
+    how: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     evaluation = FakeEvaluation()
     if how == "KeyboardInterrupt":
         evaluation.raises = KeyboardInterrupt()
@@ -194,7 +196,8 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
             evaluation.delay = 5.0
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
         start = time.monotonic()
-        with pytest.raises(expected):
+        monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+        with pytest.raises(expected) as raised:
             w.audit(POPEN, popen_args({}))
         assert time.monotonic() - start < 2
     finally:
@@ -211,6 +214,12 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(how: str) -> None
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
     assert evaluation.calls == ["answer"] and env == {}
+    # Printed as the program's end: its own frames, none of the wait's (was:
+    # parent.py's audit and need, issue #37).
+    capsys.readouterr()
+    sys.excepthook(expected, raised.value, raised.value.__traceback__)
+    printed = capsys.readouterr().err
+    assert "test_waiting.py" in printed and "parent.py" not in printed, printed
 
 
 def test_our_own_failure_is_one_warning_never_an_exception() -> None:

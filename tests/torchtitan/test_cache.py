@@ -263,7 +263,7 @@ def test_what_changes_between_jobs_and_ranks_shares_one_evaluation(
             assert said[-1].endswith(HIT), said
         return seen["queues"], cache[0] if cache else "hit"
 
-    evaluating = "rocm-hwq-autoset: nothing to do: cache: {}; evaluating"
+    evaluating = "rocm-hwq-autoset: cache: {}; evaluating"
     assert job(1, 0) == ("4", evaluating.format("no entry"))
     assert job(2, 0) == ("4", "hit")  # a new job: its TMPDIR, ids
     (work.work / "torchtitan.200.log").write_text("a new job's log\n")

@@ -141,10 +141,14 @@ for args in json.loads(sys.argv[1]):
     except ConfigError as exc:
         print("OURS " + json.dumps({"error": str(exc)}), flush=True)
         continue
+    try:
+        queues2 = Recommendation(inputs, 2).queues
+    except ConfigError:  # ParallelDims refuses these degrees for 2 ranks
+        queues2 = None
     print("OURS " + json.dumps({
         "queues": Recommendation(inputs).queues,
         "lanes": list(Recommendation(inputs).lanes),
-        "queues2": Recommendation(inputs, 2).queues,
+        "queues2": queues2,
     }), flush=True)
 """
 
@@ -175,8 +179,15 @@ def test_the_child_reads_every_recipe_as_the_pr_model_does(
     assert (ours["queues"], ours["lanes"]) == (queues, lanes)
     others = raw["tp"] * raw["cp"] * raw["pp"] * raw["dp_replicate"]
     shard = 2 // others if raw["dp_shard"] == -1 else raw["dp_shard"]
+    if shard < 1 or shard * others != 2:  # ParallelDims refuses 2 ranks: so do we
+        assert ours["queues2"] is None
+        return
     two = dict(raw, dp_shard=shard)
     assert ours["queues2"] == pr_model(two)[0]
+
+
+#: How a wait past 2 s starts (tests/cli/test_module_form.py pins it).
+WAITING = "rocm-hwq-autoset: waiting for the --module/--config evaluation"
 
 
 @pytest.mark.parametrize(
@@ -194,7 +205,8 @@ def test_explain_end_to_end(
     if queues is None:  # torchtitan rejects it (cudagraph with expert dispatch)
         assert explain.returncode == 2, explain.stdout
         assert json.loads(explain.stdout).keys() == {"error"}
-        lines = explain.stderr.splitlines()
+        said = explain.stderr.splitlines()
+        lines = [line for line in said if not line.startswith(WAITING)]  # past 2 s
         assert len(lines) == 1 and lines[0].startswith("rocm-hwq-autoset: error: ")
         return
     assert explain.returncode == 0, explain.stderr

@@ -96,7 +96,6 @@ def test_defaults_are_torchtitans() -> None:
         (16, 8, 1, 1, True),
         (16, 4, 2, 2, False),
         (32, 8, 4, 1, False),  # 32 // 32
-        (4, 8, 1, 1, False),  # 4 // 8 == 0
     ],
 )
 def test_dp_shard_minus_one_resolves_like_parallel_dims(
@@ -118,9 +117,31 @@ def test_dp_shard_minus_one_resolves_like_parallel_dims(
 
 def test_explicit_dp_shard_ignores_world_size() -> None:
     config = {"parallelism": {"data_parallel_shard_degree": 1}}
-    assert not recommend(config, world_size=64).facts["fsdp"]
+    assert not recommend(config, world_size=1).facts["fsdp"]
     config = {"parallelism": {"data_parallel_shard_degree": 4}}
     assert recommend(config, world_size=4).facts["fsdp"]
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "world", "shard"),
+    [
+        ({"data_parallel_shard_degree": 8}, 4, 8),  # issue #37's --world-size 4
+        ({"tensor_parallel_degree": 16}, 8, 0),  # WORLD_SIZE=8 with TP 16
+        ({"data_parallel_shard_degree": 1}, 64, 1),
+        ({"tensor_parallel_degree": 4}, 6, 1),  # 6 // 4 = 1; 1 * 4 != 6
+    ],
+)
+def test_degrees_torchtitan_refuses_for_the_world_size(
+    parallelism: dict[str, int], world: int, shard: int
+) -> None:
+    """Was: a Q, and no word, for a job torchtitan's ``ParallelDims`` refuses."""
+    tp = parallelism.get("tensor_parallel_degree", 1)
+    with pytest.raises(ConfigError) as refused:
+        recommend({"parallelism": parallelism}, world_size=world)
+    assert str(refused.value) == (
+        f"WORLD_SIZE: dp_replicate(1) * dp_shard({shard}) * cp(1) * tp({tp}) *"
+        f" pp(1) is not {world} ranks: torchtitan's ParallelDims refuses the job"
+    )
 
 
 @pytest.mark.parametrize(
@@ -336,6 +357,11 @@ def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
          "compile.disable_passes"),
         (b"parallelism.tensor-parallel-degree = 2",
          "parallelism.tensor-parallel-degree", "parallelism.tensor_parallel_degree"),
+        # A shorthand (issue #37: was a Q that counted no TP, without a word)
+        (b"[parallelism]\ntp = 2", "parallelism.tp",
+         "parallelism.tensor_parallel_degree"),
+        (b"[parallelism]\ndp_shard = 2", "parallelism.dp_shard",
+         "parallelism.data_parallel_shard_degree"),
         (b"[paralelism]\nx = 1", "[paralelism]", "[parallelism]"),
         (b"[compiles]\nx = 1", "[compiles]", "[compile]"),
     ],
@@ -470,3 +496,14 @@ def test_what_is_wrong_with_an_object_is_named(config: object, said: str) -> Non
     with pytest.raises(ConfigError) as caught:
         recommend(config)
     assert str(caught.value) == said
+
+
+def test_a_config_kept_with_its_comments_is_read(tmp_path: Path) -> None:
+    """Issue #37: a valid 76 KB TOML, mostly comments, was refused (the bound
+    was 64 KiB) and the hook left Q unset for a job torchtitan runs."""
+    comments = b"".join(b"# %05d: what this field does, and why it is set\n" % i
+                        for i in range(1600))  # fmt: skip
+    job = tmp_path / "job.toml"
+    job.write_bytes(comments + TABLES)
+    assert 76_000 < job.stat().st_size < 80_000
+    assert load_toml(str(job))["parallelism"]["expert_parallel_degree"] == 2

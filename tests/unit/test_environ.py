@@ -134,11 +134,14 @@ def test_log_level(value: str | None, level: str, bad: bool) -> None:
 @pytest.mark.parametrize(
     ("rank", "prints"),
     [(None, True), ("0", True), (" 0 ", True), ("3", False), ("1", False),
-     ("", False), ("00", True), ("x", False)],
+     ("00", True), ("+1", False),  # as int() reads them: torch's device
+     ("", True), ("x", True)],  # no rank torch reads: each says so (was silent)
 )  # fmt: skip
 def test_prints_for_node(rank: str | None, prints: bool) -> None:
     """As torch reads it (``int``): ``00`` is local rank 0, the node's one
-    process, which checks the entries it takes (issue #36: it never did)."""
+    process, which checks the entries it takes (issue #36: it never did); a
+    rank torch cannot read is refused before any evaluation, and each process
+    says so (issue #37)."""
     environ = {} if rank is None else {"LOCAL_RANK": rank}
     assert prints_for_node(environ) is prints
 

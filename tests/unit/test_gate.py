@@ -544,6 +544,31 @@ def test_a_launch_without_the_package_says_it_in_verbose_mode_only(
         assert said.err == ""
 
 
+@pytest.mark.parametrize(("level", "switch"),
+                         [("verbose", "1"), ("", "1"), ("verbose", "0")])  # fmt: skip
+def test_a_slip_for_the_config_file_flag_is_said_in_verbose_mode(
+    level: str, switch: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue #37: ``--job.config job.toml`` under ``ROCM_HWQ_AUTOSET_LOG=verbose``
+    said nothing at all (the gate turned it away). Once per process; nothing
+    by default, or with the switch off."""
+    import _rocm_hwq_autoset_gate as gate
+
+    monkeypatch.setattr(gate, "_said", [])
+    monkeypatch.setattr(sys, "argv", [TITAN, "--job.config", "job.toml"])
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_LOG", level)
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET", switch)
+    gate.start()
+    gate.start()
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err == ("rocm-hwq-autoset: nothing to do: --job.config is no"
+                        " torchtitan flag (torchtitan refuses it); did you mean"
+                        " --job.config_file?\n" if level and switch == "1"
+                        else "")  # fmt: skip
+
+
 def test_the_console_script_runs_the_command_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

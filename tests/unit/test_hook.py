@@ -169,13 +169,27 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
          "Bad va...Set --flag to fix it."),
         ("abcdef", "", 3, "..."),
         ("abcdef", "", 2, "..."),
-        ("a\nb\x1b[31mc", "d\te", 80, "a?b?[31mc; d?e"),
+        ("a\nb\x1b[31mc", "d\te", 80, "a\\nb\\x1b[31mc; d\\te"),  # was a?b?
     ],
 )  # fmt: skip
 def test_a_line_is_cut_in_the_middle_of_its_cause(
     text: str, tail: str, limit: int, line: str
 ) -> None:
     assert _decision.fit(text, tail, limit) == line
+
+
+@pytest.mark.parametrize("rank", ["", "one"])
+def test_a_local_rank_torch_cannot_read_is_said(
+    rank: str, job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #37: ``LOCAL_RANK=`` (empty) set Q and no process said a word;
+    torchtitan's ``int(os.environ["LOCAL_RANK"])`` refuses it."""
+    err = run({"LOCAL_RANK": rank}, ["--job.config_file", job], rocm_path, capsys)
+    assert err == (
+        f"rocm-hwq-autoset: warning: LOCAL_RANK: {rank!r} is not an integer:"
+        " torchtitan reads it with int(), which refuses it, so the job fails at"
+        " its start; GPU_MAX_HW_QUEUES left unset\n"
+    )
 
 
 def test_a_skip_is_said_only_in_verbose_mode(
@@ -622,6 +636,22 @@ def test_a_worker_names_them_from_its_launchers_inputs(
     )
 
 
+def test_a_detail_is_said_in_verbose_mode_only_and_never_as_nothing_to_do() -> None:
+    """Issue #37: a cache folder of mode 777, verbose, said "nothing to do:
+    cache ... not used", then Q was set. What the launch does on its way is a
+    detail: no "nothing to do"."""
+    detail = _decision.Outcome(
+        _decision.DETAIL,
+        "cache: /c: writable by its group or others; not used",
+        "evaluating without it",
+    )
+    assert detail.line({}) is None
+    assert detail.line({"ROCM_HWQ_AUTOSET_LOG": "verbose"}) == (
+        "rocm-hwq-autoset: cache: /c: writable by its group or others; not used;"
+        " evaluating without it\n"
+    )
+
+
 def test_a_line_that_cannot_be_written_leaves_nothing_pending() -> None:
     """stderr on a full disk (``2>/dev/full``, buffered as Python buffers it
     without ``PYTHONUNBUFFERED``): the line is lost, and nothing stays in the
@@ -639,3 +669,21 @@ def test_a_line_comes_after_the_programs_own_text_whole() -> None:
         write_line(stream, "then ours: é\n")
     with open(read, "rb") as pipe:
         assert pipe.read() == "the program's own, then ours: é\n".encode()
+
+
+@pytest.mark.parametrize("args", [["--job.config_file", "{job}"], MODULE_ARGS])
+def test_an_exported_value_is_decided_again(
+    args: list[str], job: str, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``explain --export`` value carries its origin: the launch decides
+    again, as for a value of its own (never kept as explicit, never inherited
+    as a --module launcher's)."""
+    env = {"GPU_MAX_HW_QUEUES": "2", "ROCM_HWQ_AUTOSET_ORIGIN": "2 explain --export"}
+    filled = [a.replace("{job}", job) for a in args]
+    if filled == MODULE_ARGS:
+        outcome = decide_module(env, filled, "torchtitan.train")
+        assert not isinstance(outcome, _decision.Outcome)  # evaluated, not kept
+        return
+    run(env, filled, rocm_path, capsys)
+    assert env["GPU_MAX_HW_QUEUES"] != "2"
+    assert env["ROCM_HWQ_AUTOSET_ORIGIN"].endswith(" job.config_file")

@@ -164,9 +164,8 @@ def test_each_lane_names_the_facts_that_decided_it() -> None:
         (Inputs(tp=8), 8, 1),  # one node of 8 with TP=8: no FSDP
         (Inputs(tp=4, pp=2, dp_replicate=2), 16, 1),
         (Inputs(tp=4, cp=2), 16, 2),
-        (Inputs(tp=8), 4, 0),  # 4 // 8
         (Inputs(dp_shard=4), None, 4),
-        (Inputs(dp_shard=1), 64, 1),
+        (Inputs(dp_shard=1), 1, 1),
     ],
 )
 def test_shard_degree_resolves_like_parallel_dims(
