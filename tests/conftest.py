@@ -154,3 +154,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     if _FORKED_KEEPS_SETUP_STATE and item.get_closest_marker("forked") is not None:
         item.session._setupstate.teardown_exact(nextitem)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under a mutation run (``tools/mutation.py``: mutmut sets
+    ``MUTANT_UNDER_TEST``), a test marked ``wall_clock`` is skipped: it bounds
+    how long the package's own code takes, and mutmut's trampoline, on every
+    call of a mutated function, makes that code several times slower; its
+    first run (which learns which tests run which function) stops at the first
+    failure."""
+    if "MUTANT_UNDER_TEST" not in os.environ:
+        return
+    skip = pytest.mark.skip(
+        reason="bounds the package's own time: under mutmut's trampoline it is slower"
+    )
+    for item in items:
+        if item.get_closest_marker("wall_clock") is not None:
+            item.add_marker(skip)

@@ -235,6 +235,16 @@ def test_a_json_value_longer_than_the_limit_is_refused(
     assert count_streams(path) == {(0, None): set(range(100))}
 
 
+@pytest.mark.parametrize("cat", ["kernel", "Kernel", "gpu_memcpy", "gpu_memset"])
+def test_each_category_kineto_names_gpu_work_is_gpu_work(
+    tmp_path: Path, cat: str
+) -> None:
+    """Kineto's categories of GPU work, as its versions write them (``Kernel``
+    capitalised in some): a trace of only those counts their streams."""
+    path = write_trace(tmp_path / "t.json", trace([kernel(0, s, cat) for s in (3, 7)]))
+    assert count_streams(path) == {(0, None): {3, 7}}
+
+
 def reference_count(doc: Any) -> dict[Any, set[Any]]:
     """The obvious, load-everything implementation the streaming one must match."""
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
@@ -245,7 +255,9 @@ def reference_count(doc: Any) -> dict[Any, set[Any]]:
             e.get("ph") == "X"
             and "device" in a
             and "stream" in a
-            and any(k in e.get("cat", "") for k in ("kernel", "memcpy", "memset"))
+            and any(
+                k in e.get("cat", "").lower() for k in ("kernel", "memcpy", "memset")
+            )
         ):
             out.setdefault(a["device"], set()).add(a["stream"])
         if (
@@ -268,7 +280,8 @@ def test_chunk_boundaries(
     events = []
     for _ in range(200 if chunk >= 64 else 40):
         d, s = rng.randrange(4), rng.randrange(1, 10 ** rng.randrange(1, 7))
-        events.append(kernel(d, s, rng.choice(["kernel", "gpu_memcpy", "cpu_op"])))
+        cats = ["kernel", "Kernel", "gpu_memcpy", "gpu_memset", "cpu_op"]
+        events.append(kernel(d, s, rng.choice(cats)))
         events.append({"ph": "X", "cat": "cpu_op", "name": "é€😀" * rng.randrange(3),
                        "args": {"n": 1.5e10}})  # fmt: skip
     events.append(thread_name(rng.randrange(4), 99, "stream 99 "))

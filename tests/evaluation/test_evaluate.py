@@ -123,6 +123,7 @@ def test_evaluate_when_no_child_can_start(
     )
 
 
+@pytest.mark.wall_clock
 @pytest.mark.parametrize("sleep", ["0", "0.6"])
 def test_a_long_wait_is_told_once_with_the_time_left(
     evaluating: dict[str, str], monkeypatch: pytest.MonkeyPatch, sleep: str

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -501,14 +502,26 @@ def test_the_options_that_change_how_code_runs_reach_the_child(
     assert json.loads(done.stdout) == passed
 
 
-@pytest.mark.parametrize("own_session", [True, False])
-def test_the_lowest_priority_never_lowers_a_session_it_shares(
-    own_session: bool,
-) -> None:
+#: How a test starts a child: leading a session of its own; leading only a
+#: process group of its own, in the test's session (a shell's job, a launcher
+#: started from one); or in the test's own group and session.
+STARTS: dict[str, dict[str, Any]] = {
+    "own session": {"start_new_session": True},
+    "own process group": {"preexec_fn": os.setpgrp},
+    "shared": {},
+}
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_the_lowest_priority_never_lowers_a_session_it_shares(start: str) -> None:
     """Where the kernel groups tasks by session, a child lowers its session's
     group to nice 19 only where it leads that session: started in another's
     (a test's, a shell's, a launcher's by mistake), it would leave every
-    process there ~1.4 % of a CPU. Was: it lowered the group it was in."""
+    process there ~1.4 % of a CPU. Was: it lowered the group it was in. A
+    process group's leader is not a session's: asking for the group (getpgid)
+    instead of the session would lower a launcher's whole session, training
+    included."""
+    own_session = start == "own session"
     try:
         grouped = Path(process.AUTOGROUP_SWITCH).read_text().strip() == "1"
     except OSError:
@@ -523,7 +536,7 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
                           capture_output=True, timeout=30,
-                          start_new_session=own_session)  # fmt: skip
+                          **STARTS[start])  # fmt: skip
     assert done.returncode == 0, done.stderr
     said, nice = done.stdout.splitlines()
     if own_session:
@@ -537,12 +550,14 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
         assert nice == str(Path("/proc/self/autogroup").read_text().split()[-1:])
 
 
-def test_the_parent_never_lowers_a_session_its_child_shares() -> None:
+@pytest.mark.parametrize("start", ["own process group", "shared"])
+def test_the_parent_never_lowers_a_session_its_child_shares(start: str) -> None:
     """``lower_priority_of`` lowers a child's session's group only where the
     child leads that session: a child started in the test's own session is
-    refused (EPERM), and the session's group stays as it was."""
+    refused (EPERM), even where it leads a process group of its own, and the
+    session's group stays as it was."""
     before = Path("/proc/self/autogroup").read_text().split()[-1:]
-    child = subprocess.Popen(["sleep", "30"])  # this session: not its own
+    child = subprocess.Popen(["sleep", "30"], **STARTS[start])
     try:
         with pytest.raises(PermissionError, match="not the leader") as refused:
             process.lower_priority_of(child.pid)

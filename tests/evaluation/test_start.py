@@ -294,6 +294,7 @@ def test_the_check_ends_with_its_launcher(
     assert _gone_within([record["pid"], record["grandchild"]], 5)
 
 
+@pytest.mark.wall_clock  # it gives the idle-priority check 3 s to say its line
 def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
     """The real start in a process of its own, with the fake child as the
     check: what it writes on the descriptor it is given reaches the launcher's

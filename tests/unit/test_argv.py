@@ -150,6 +150,14 @@ TORCHRUN_LINES = [
     (["-mX", "train.py"], None),
     (["--standalone=1", "train.py"], None),
     (["-m", "-1"], ("module", "-1", [])),
+    # "-m" is a flag (store_true), not "-m MODULE": torchrun's options after it
+    # are still its own, and the program is the first positional.
+    (["-m", "--standalone", "torchtitan.train", *DS],
+     ("module", "torchtitan.train", DS)),
+    (["--module", "--nproc_per_node", "2", "torchtitan.train", *DS],
+     ("module", "torchtitan.train", DS)),
+    (["-m", "--standalone", "-m", "torchtitan.train"],
+     ("module", "torchtitan.train", [])),
     (["--no-python", "--standalone", "python", "-m", "torchtitan.train"],
      ("executable", "python", ["-m", "torchtitan.train"])),
     (["--log-dir", "torchtitan.train", "prog.py", *DS],  # a value, not the program

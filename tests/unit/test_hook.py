@@ -506,20 +506,25 @@ def test_a_value_given_to_another_process_is_not_its_own_late_value(
 
 
 @pytest.mark.forked
-@pytest.mark.parametrize("before", ["8", "4"])
+@pytest.mark.parametrize("before", ["8", "4", None])
 def test_a_value_hip_read_at_its_start_is_in_time(
     device: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, before: str,
+    monkeypatch: pytest.MonkeyPatch, before: str | None,
 ) -> None:  # fmt: skip
     """A worker started with the value (its launcher gave it), or a value that
-    is HIP's default (4): whenever HIP started, it has the value."""
-    monkeypatch.setenv("GPU_MAX_HW_QUEUES", before)
+    is HIP's default (4), given before HIP started or set after: whenever HIP
+    started, it has the value (the default needs no time)."""
+    if before is None:
+        monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
+    else:
+        monkeypatch.setenv("GPU_MAX_HW_QUEUES", before)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     os.open(device, os.O_RDWR)
     rec = EIGHT if before == "8" else recommend(None)
-    outcome = _decision.Outcome("set", "x", rec=rec, marker=f"{before} --module")
+    assert rec.queues == (8 if before == "8" else 4)
+    outcome = _decision.Outcome("set", "x", rec=rec, marker=f"{before or 4} --module")
     _hook.apply(outcome, quiet=True)
-    assert os.environ["GPU_MAX_HW_QUEUES"] == before
+    assert os.environ["GPU_MAX_HW_QUEUES"] == (before or "4")
     assert capsys.readouterr().err == ""
 
 
