@@ -75,9 +75,11 @@ DECISION_TARGET = 6_500_000
 #: at bf4c3fb, main before issue #39's start-up work (docs/performance.md);
 #: on 3.11, what issue #37's refusals added since (a stray value, an unreadable
 #: LOCAL_RANK, degrees the world size refuses: +0.22 M, measured at 8,581,606
-#: once the shorthand table was derived once). tests/e2e/test_benchmarks.py
-#: holds its interpreter's.
-DECISION_BUDGET = {"3.9": 8_430_000, "3.10": 8_860_000, "3.11": 8_600_000,
+#: once the shorthand table was derived once), with 2 % for where the checkout
+#: and its venvs lie: the count grows with their paths' length (a clone under
+#: /tmp/cirun measured 8,623,240 for the same commit). tests/e2e/
+#: test_benchmarks.py holds its interpreter's.
+DECISION_BUDGET = {"3.9": 8_430_000, "3.10": 8_860_000, "3.11": 8_750_000,
                    "3.12": 8_730_000, "3.13": 8_120_000}  # fmt: skip
 #: Issue #24: the idle line, beyond the floor any .pth pays, on every CPython.
 IDLE_OVER_FLOOR = 600_000
