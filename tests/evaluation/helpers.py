@@ -5,6 +5,7 @@ child processes of ``tests/fake_child.py``."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
@@ -14,6 +15,7 @@ from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._environ import MODULE_FORM
+from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation.answer import CACHE, Answer
 from rocm_hwq_autoset._evaluation.answer import EVALUATED as EVALUATED_HERE
@@ -142,3 +144,16 @@ def _gone_within(pids: list[int], seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def served_on_a_full_disk(monkeypatch: Any) -> None:
+    """The cache's record of unchecked takes (``.served``) cannot be written:
+    a full disk, or a race with a remount, for that file alone."""
+    opening = os.open
+
+    def full(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path.endswith(".served"):
+            raise OSError(28, "No space left on device")
+        return opening(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(_cache.os, "open", full)

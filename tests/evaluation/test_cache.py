@@ -20,6 +20,7 @@ from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
 from rocm_hwq_autoset._model import Config
+from tests.evaluation.helpers import served_on_a_full_disk
 from tests.fake_child import ANSWER, INPUTS, SETTINGS
 from tests.helpers import child_env
 
@@ -516,14 +517,7 @@ def test_an_entry_is_taken_only_where_its_use_is_noted(
     """A full disk (or a race with a remount): the bound could not be kept."""
     cache.store("k", CONFIG, NO_DEPS)
     if not noted:
-        opening = os.open
-
-        def full(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
-            if path.endswith(".served"):
-                raise OSError(28, "No space left on device")
-            return opening(path, flags, *args, **kwargs)
-
-        monkeypatch.setattr(_cache.os, "open", full)
+        served_on_a_full_disk(monkeypatch)
         assert cache.lookup("k", {}, take=True) == (
             None, "cannot note that the entry is taken (No space left on device)"
         )  # fmt: skip

@@ -21,6 +21,7 @@ from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.cache import Cache, host
 
 from .children import CHILD, Forked, answer, child, evaluations, flat, refusal
+from .helpers import served_on_a_full_disk
 
 RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
 
@@ -514,7 +515,6 @@ def test_the_entry_a_child_takes_is_noted_or_not_taken(
     bound on unchecked hits), whatever its launch's local rank; where that
     cannot be done it takes nothing and evaluates. Was: the child's hit was
     never counted (issue #28), then only the node's one process's (#36)."""
-    from rocm_hwq_autoset._evaluation import cache as _cache
     from rocm_hwq_autoset._model import Config
     from tests.fake_child import INPUTS, SETTINGS
 
@@ -522,14 +522,7 @@ def test_the_entry_a_child_takes_is_noted_or_not_taken(
     config = Config(INPUTS, SETTINGS)
     cache.store("k" * 32, config, {"files": [], "dirs": [], "lists": [], "env": {}})
     if not noted:
-        opening = os.open
-
-        def full(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
-            if path.endswith(".served"):
-                raise OSError(28, "No space left on device")
-            return opening(path, flags, *args, **kwargs)
-
-        monkeypatch.setattr(_cache.os, "open", full)
+        served_on_a_full_disk(monkeypatch)
     found = child_module._found(cache, "k" * 32)
     monkeypatch.undo()
     if noted:
