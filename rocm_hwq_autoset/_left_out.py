@@ -4,6 +4,8 @@
 none of it (Q stays the PR's: they are said, not counted).
 """
 
+from __future__ import annotations
+
 from ._environ import NAME
 
 #: Each GPU stream a config can turn on (torchtitan 0.3.0) that PR #4032's
