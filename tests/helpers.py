@@ -23,6 +23,8 @@ from rocm_hwq_autoset._rocm import detect
 from rocm_hwq_autoset._traces import count_streams
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Golden files: a message's or a report's wording, pinned once.
+GOLDEN = ROOT / "tests" / "golden"
 PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
 #: Editable installs are checked on the oldest and the newest Python.
 EDITABLE_PYTHONS = ("3.9", "3.13")
@@ -297,3 +299,19 @@ def decide_module(environ: dict[str, str], args: list[str], module: str) -> Any:
         environ, ["-m", *args], ["python", "-m", module, *args],
         rocm=lambda: (True, "test"), read_toml=no_read,
     )  # fmt: skip
+
+
+def check_golden(golden: Path, report: str) -> None:
+    """``report`` is the golden file's text. With ``UPDATE_GOLDEN=1`` the file is
+    written anew and the test fails, saying so: a comparison with what it just
+    wrote would pass whatever the report says."""
+    if os.environ.get("UPDATE_GOLDEN"):
+        changed = not golden.exists() or golden.read_text() != report
+        golden.write_text(report)
+        pytest.fail(
+            f"UPDATE_GOLDEN=1: {golden.name} written anew"
+            f" ({'changed' if changed else 'unchanged'}); review the diff and run"
+            " again without UPDATE_GOLDEN to compare",
+            pytrace=False,
+        )
+    assert report == golden.read_text()

@@ -18,11 +18,17 @@ from rocm_hwq_autoset._cli._common import TRAINING_ARGS_HELP, option_table
 from rocm_hwq_autoset._cli.term import paint
 
 from ..data import EP2_OVERLAP, EXPECTED, write_job
-from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, child_env, fake_torch
+from ..helpers import (
+    CUDA_VERSION_PY,
+    GOLDEN,
+    ROCM_VERSION_PY,
+    check_golden,
+    child_env,
+    fake_torch,
+)
 from .commands import PREFIX, explain, explain_json, exported, refused
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "tests" / "golden"
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
 
 
@@ -67,22 +73,6 @@ def test_golden_reports(
     lanes = [line.split()[0] for line in report.split("GPU streams counted:\n")[1]
              .split("\n\n")[0].splitlines() if not line.startswith("   ")]  # fmt: skip
     assert tuple(lanes) == EXPECTED[name][1 if extra else 0]
-
-
-def check_golden(golden: Path, report: str) -> None:
-    """``report`` is the golden file's text. With ``UPDATE_GOLDEN=1`` the file is
-    written anew and the test fails, saying so: a comparison with what it just
-    wrote would pass whatever the report says."""
-    if os.environ.get("UPDATE_GOLDEN"):
-        changed = not golden.exists() or golden.read_text() != report
-        golden.write_text(report)
-        pytest.fail(
-            f"UPDATE_GOLDEN=1: {golden.name} written anew"
-            f" ({'changed' if changed else 'unchanged'}); review the diff and run"
-            " again without UPDATE_GOLDEN to compare",
-            pytrace=False,
-        )
-    assert report == golden.read_text()
 
 
 def test_the_golden_update_mode_never_passes(
