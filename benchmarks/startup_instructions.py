@@ -30,7 +30,9 @@ no launch: idle (``python -c pass``) and the near misses (arguments the line's
 substring filter lets through, which the gate module then turns away, never
 importing the package). The idle line is held to ``IDLE_OVER_FLOOR``.
 ``--quick`` measures "after" alone (no second wheel, no per-import split): the
-idle line, the decision and that table for this interpreter only.
+idle line and that table for this interpreter only, and the decision on every
+CPython 3.9-3.13 found, each held to its ceiling (a CPython not found is said
+and skipped).
 
     python benchmarks/startup_instructions.py [--before REV] [--quick]
 """
@@ -147,8 +149,7 @@ def per_version(
     for version in versions:
         base = find_python(version)
         if base is None:
-            print(f"CPython {version}: not found, skipped")
-            continue
+            continue  # said by decisions()
         bare = make_venv(tmp / f"bare-{version}", base=base)
         floor = make_venv(tmp / f"floor-{version}", base=base)
         site = subprocess.run(
@@ -249,7 +250,8 @@ def decisions(
     for version in versions:
         base = find_python(version)
         if base is None:
-            continue  # said by per_version
+            print(f"CPython {version}: not found, skipped")
+            continue
         where = tmp / f"decision-{version}"
         pythons = {"bare": make_venv(where / "bare", base=base)}
         for k, wheel in wheels.items():
@@ -311,7 +313,7 @@ def main() -> None:
         lines = {k: sum(len(f.read_text().splitlines()) for f in fs)
                  for k, fs in files.items()}  # fmt: skip
         table = per_version(tmp, wheels["after"], (here,) if args.quick else VERSIONS)
-        others = () if args.quick else tuple(v for v in VERSIONS if v != here)
+        others = tuple(v for v in VERSIONS if v != here)
         by_version = decisions(tmp, wheels, others)
         here_row = (python_version(pythons["bare"]),
                     {k: figures[k]["decision"] for k in versions})  # fmt: skip

@@ -370,7 +370,7 @@ CUSTOM_CONFIG_MODULE = "custom_config_module"
 def check_near_misses(config: Mapping[str, Any], where: str) -> None:
     """``ConfigError`` for a table or key of a parsed TOML job config that is a
     typo of one the model reads, naming the one it means."""
-    job = config.get("job")
+    job = config.get("job") or {}
     if is_table(job) and job.get(CUSTOM_CONFIG_MODULE):
         return
     for section, table in config.items():
