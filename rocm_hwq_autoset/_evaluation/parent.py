@@ -295,8 +295,8 @@ def start(launch: Launch, apply: Apply) -> None:
         outcome = conclude(environ, launch, found.hit.config, cached=True)
         apply(outcome)
         if ours:  # the hit is noted (lookup_or_spawn): now it is checked
-            check = start_check(launch, before, found, found.cache,
-                                found.hit.config, apply)  # fmt: skip
+            check = start_check(launch, before, found.cache, found.key,
+                                found.runs, found.hit.config, apply)  # fmt: skip
             if check is not None and not launch.in_process:
                 Waiter(launch, apply, outcome=outcome, check=check).install()
         return
@@ -312,8 +312,9 @@ def start(launch: Launch, apply: Apply) -> None:
 def start_check(
     launch: Launch,
     environ: Mapping[str, str],
-    found: Lookup,
     cache: Cache,
+    cache_key: str,
+    runs: Interpreter,
     taken: Config,
     apply: Apply,
 ) -> Child | None:
@@ -326,12 +327,12 @@ def start_check(
     differs (nothing at all when the log level is quiet), then prints its
     verdict. This process never waits for it. A check that cannot start is one
     line in verbose mode, and the entry stays as it is; never a failure.
-    ``found``: the look-up that hit (its key, and the interpreter it found)."""
+    ``runs``: the interpreter that evaluates, as the look-up found it."""
     level, _ = log_level(environ)
     options = ["--parent", str(os.getpid()), "--cache", cache.path,
-               "--key", found.key, "--check", encode_inputs(taken.inputs)]  # fmt: skip
+               "--key", cache_key, "--check", encode_inputs(taken.inputs)]  # fmt: skip
     try:
-        child = Child(found.runs, options, launch.args, environ,
+        child = Child(runs, options, launch.args, environ,
                       say=level != QUIET)  # fmt: skip
     except Exception as exc:
         apply(Outcome(DETAIL, f"cache: the background check cannot start: {exc}",
