@@ -287,9 +287,10 @@ def test_the_gate_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_collector_pauses_while_the_hook_works(
     enabled: bool, fails: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No collection runs inside the decision (about 1.5 M instructions of a
-    TOML launch's 8.0 M on 3.11): the collector is off while the hook is
-    imported and runs, and as it was after, whatever the hook does."""
+    """No collection runs inside the decision below Python 3.13 (about 1.5 M
+    instructions of a TOML launch's 8.0 M on 3.11; 3.13 pays more for the
+    pause than it saves): the collector is off while the hook is imported and
+    runs, and as it was after, whatever the hook does."""
     import gc
 
     import _rocm_hwq_autoset_gate as gate
@@ -309,7 +310,8 @@ def test_the_collector_pauses_while_the_hook_works(
     (gc.enable if enabled else gc.disable)()
     try:
         gate.start()
-        assert (seen, gc.isenabled()) == ([False], enabled)
+        paused = sys.version_info < (3, 13)
+        assert (seen, gc.isenabled()) == ([enabled and not paused], enabled)
     finally:
         (gc.enable if was else gc.disable)()
 
