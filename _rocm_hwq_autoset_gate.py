@@ -3,10 +3,11 @@ whose arguments may make a torchtitan launch, of whether this one does.
 
 It stands beside the package, not in it, so that a process it turns away never
 imports the package, and it imports only ``os`` and ``sys`` (both loaded
-before ``site`` runs). ``rocm_hwq_autoset.pth`` (written by tools/pth_line.py)
-runs a substring filter in every process and calls :func:`start` where it
-matches; on Python 3.15+ ``rocm_hwq_autoset.start`` names :func:`start` (PEP
-829) and ``site`` calls it in every process. :func:`start` runs the hook
+before ``site`` runs; for a launch below Python 3.13, the built-in ``gc``).
+``rocm_hwq_autoset.pth`` (written by tools/pth_line.py) runs a substring
+filter in every process and calls :func:`start` where it matches; on Python
+3.15+ ``rocm_hwq_autoset.start`` names :func:`start` (PEP 829) and ``site``
+calls it in every process. :func:`start` runs the hook
 (``rocm_hwq_autoset._hook``) only for a launch, and never raises, prints or
 writes. It decides, and does nothing else; the package never imports it.
 
