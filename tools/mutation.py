@@ -1,6 +1,6 @@
 """Mutation testing of the package with the fast tests (docs/mutation.md).
 
-    python tools/mutation.py run [--workers N] [MODULE ...]
+    python tools/mutation.py run [--workers N] [--relearn] [MODULE ...]
     python tools/mutation.py run --changed [REV]
     python tools/mutation.py run --resume
     python tools/mutation.py run --again [MODULE ...]
@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -477,8 +478,17 @@ def changed_modules(since: str) -> list[str]:
     )
 
 
-def prepare(resume: bool) -> None:
-    """``mutants/`` with the hooks every tested process loads."""
+def prepare(relearn: bool) -> None:
+    """``mutants/`` with the hooks every tested process loads; ``relearn``:
+    forget which tests run which function.
+
+    mutmut learns that in its first run of the whole fast suite (some ten
+    minutes on two cores), and later runs keep it: mutmut learns what the
+    tests added since run, and a test changed since counts for the
+    functions it ran then, which can only leave a mutant alive that a test
+    would kill, never the reverse. After changing tests or how the package's
+    functions call each other, and for the figures of a release,
+    ``--relearn``."""
     MUTANTS.mkdir(exist_ok=True)
     shutil.copy(ROOT / "tools" / "mutation_hooks.py", MUTANTS / "mutation_hooks.py")
     (MUTANTS / "sitecustomize.py").write_text(
@@ -495,19 +505,22 @@ def prepare(resume: bool) -> None:
         link = MUTANTS / source.name
         if not link.is_symlink():
             link.symlink_to(source, target_is_directory=True)
-    if not resume:
-        # The tests may have changed since the last run: which tests run which
-        # function is learnt again.
+    if relearn:
         (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
 
 
 def run(
-    selected: list[str], workers: int, resume: bool = False, again: bool = False
+    selected: list[str],
+    workers: int,
+    resume: bool = False,
+    again: bool = False,
+    relearn: bool = False,
 ) -> int:
     """mutmut over the modules selected (all if none); ``resume``: only the
     mutants an interrupted run left untested; ``again``: those, then the
-    mutants left alive, with the current tests."""
-    prepare(resume)
+    mutants left alive, with the current tests; ``relearn``: which tests run
+    which function learnt again first."""
+    prepare(relearn)
     print("modules:", ", ".join(selected) if selected else "all", flush=True)
     if resume:
         # Without names, mutmut tests only the mutants that have no result yet.
@@ -539,8 +552,9 @@ def run(
 def _mutmut(names: list[str], workers: int) -> int:
     """``mutmut run`` for these mutant names or patterns (none: every mutant
     without a result), its output in ``mutants/mutmut.log``."""
-    command = [sys.executable, "-c",
-               "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
+    command = [sys.executable, "-c", "import sys; sys.path.insert(0, 'tools');"
+               " import mutation; mutation.patch_mutmut();"
+               " from mutmut.__main__ import cli; sys.exit(cli())",
                "run", "--max-children", str(workers), *names]  # fmt: skip
     log = MUTANTS / "mutmut.log"
     print(f"mutmut's output: {log.relative_to(ROOT)}", flush=True)
@@ -552,6 +566,29 @@ def _mutmut(names: list[str], workers: int) -> int:
     if status != 0:
         print("".join(log.read_text().splitlines(keepends=True)[-40:]))
     return status
+
+
+def patch_mutmut() -> None:
+    """In mutmut's own process. Its workers are its children, and it waits for
+    any child (``os.wait``): a process a test started and left to end on its
+    own (the ``--module`` child outlives its launch by design) is a child of
+    that process too, and its end, taken for a worker's, stopped the run
+    (``KeyError``). Here such an end is passed over."""
+    from mutmut.workers.isolation import ForkRunner, MutantResult
+
+    def wait_for_result(self: Any, timeout: float | None = None) -> Any:
+        if self._no_tests_results:
+            return self._no_tests_results.pop(0)
+        while True:
+            pid, wait_status = os.wait()
+            worker = self._running.pop(pid, None)
+            if worker is not None:
+                break
+        exit_code = os.waitstatus_to_exitcode(wait_status)
+        duration = (datetime.now() - worker.start_time).total_seconds()
+        return MutantResult(worker.mutant_name, exit_code, duration)
+
+    ForkRunner.wait_for_result = wait_for_result
 
 
 # The results.
@@ -710,6 +747,10 @@ def main(argv: list[str]) -> int:
         "--again", action="store_true",
         help="changed functions' mutants and those left alive, with today's tests",
     )  # fmt: skip
+    p_run.add_argument(
+        "--relearn", action="store_true",
+        help="learn which tests run which function again (after changing tests)",
+    )  # fmt: skip
     p_run.add_argument("--check", action="store_true")
     p_rep = sub.add_parser("report", help="the last results")
     p_rep.add_argument("--check", action="store_true")
@@ -730,7 +771,9 @@ def main(argv: list[str]) -> int:
     unknown = [m for m in selected if m not in modules()]
     if unknown:
         parser.error(f"not a module of {PACKAGE}: {', '.join(unknown)}")
-    status = run(sorted(set(selected)), opts.workers, opts.resume, opts.again)
+    status = run(
+        sorted(set(selected)), opts.workers, opts.resume, opts.again, opts.relearn
+    )
     if status != 0:
         return status
     return report(opts.check, diffs=False, stubs=False)

@@ -79,3 +79,16 @@ def test_the_docs_show_the_list_as_it_is(capsys: pytest.CaptureFixture[str]) -> 
     TOOL.equivalents()
     table = capsys.readouterr().out
     assert table.strip() in (ROOT / "docs" / "mutation.md").read_text()
+
+
+def test_the_mutation_run_tests_in_one_process() -> None:
+    """mutmut learns which tests run a function from the calls made in its own
+    process: the suite's xdist workers (``-n`` in addopts) would run every test
+    elsewhere, and no mutant would have a test. Its pytest arguments, which
+    come after addopts, turn them off."""
+    from rocm_hwq_autoset._config import parse_toml
+
+    settings = parse_toml((ROOT / "pyproject.toml").read_bytes())["tool"]
+    args = settings["mutmut"]["pytest_add_cli_args"]
+    assert "-n" in settings["pytest"]["ini_options"]["addopts"].split()
+    assert args[args.index("-n") :][:2] == ["-n", "0"]
