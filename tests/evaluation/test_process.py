@@ -25,6 +25,7 @@ from rocm_hwq_autoset._evaluation import process
 from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._model import Config, encode_inputs
 from tests.fake_child import INPUTS
+from tests.helpers import child_env
 
 from .helpers import (
     ARGS,
@@ -495,7 +496,7 @@ def test_the_options_that_change_how_code_runs_reach_the_child(
         " ('module', 'torchtitan.train'))\n"
         "print(json.dumps(interpreter_of(launch, {})[0]))"
     )
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
     done = subprocess.run([sys.executable, *options, "-c", code], env=env,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -533,7 +534,7 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(start: str) -> Non
         "print(lowest_priority())\n"
         "print(open('/proc/self/autogroup').read().split()[-1:])"
     )
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
     done = subprocess.run([sys.executable, "-c", code], env=env, text=True,
                           capture_output=True, timeout=30,
                           **STARTS[start])  # fmt: skip

@@ -403,3 +403,10 @@ def test_program_reads_the_command_line_where_python_has_no_orig_argv(
     assert program(["-m", *args[:2]], []) == ("module", "")  # not this process's
     monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
     assert program(["-m", *args], []) == ("module", "")  # no /proc: as before
+
+
+def test_a_launch_shows_as_the_call_that_makes_it() -> None:
+    """Its repr (a failing test's message) is the Launch call, its form by
+    name."""
+    launch = Launch(MODULE_FORM, ["--module", "m"], False)
+    assert repr(launch) == "Launch('--module', ('--module', 'm'), in_process=False)"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset import _node
 from rocm_hwq_autoset._model import Inputs, encode_inputs
 from rocm_hwq_autoset._node import (
     AT,
@@ -22,12 +23,15 @@ from rocm_hwq_autoset._node import (
     PAST,
     UNKNOWN,
     Proc,
+    explain_command,
     launch_of,
     python_argv,
     read_node,
     setting_of,
     verdict,
 )
+
+from ..helpers import GOLDEN, check_golden, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A program that prints its own ``sys.argv``, as a script, a module and -c.
@@ -106,9 +110,9 @@ def proc(environ: dict[str, str] | None, *, launch: bool = True,
 INPUTS = encode_inputs(Inputs(tp=2, cudagraph=True))
 
 
-@pytest.mark.parametrize(
-    ("environ", "kwargs", "expected"),
-    [
+#: Who set a process's value, from its start environment (and its parent's
+#: value, its launch, its hook): the queues HIP uses, and ``set_by``.
+WHO = [
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
          {}, (8, "rocm-hwq-autoset")),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
@@ -128,12 +132,50 @@ INPUTS = encode_inputs(Inputs(tp=2, cudagraph=True))
         ({}, {"launch": False}, (4, "nobody")),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "4 job.config_file"},
          {"parent": None}, (8, "launcher")),  # the marker is not this value's
-    ],
-)  # fmt: skip
+        ({"GPU_MAX_HW_QUEUES": "0"}, {"parent": "0"}, (None, "user")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+          "ROCM_HWQ_AUTOSET_INPUTS": INPUTS, "WORLD_SIZE": "2",
+          "ROCM_HWQ_AUTOSET": "0"}, {}, (8, "rocm-hwq-autoset")),  # its hook off
+        ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 --module",
+          "ROCM_HWQ_AUTOSET_INPUTS": INPUTS, "WORLD_SIZE": "2"},
+         {}, (4, "rocm-hwq-autoset")),  # its hook's value is the same
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file",
+          "WORLD_SIZE": "2"}, {}, (8, "rocm-hwq-autoset")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("environ", "kwargs", "expected"), WHO)
 def test_who_set_it(environ: dict[str, str], kwargs: dict[str, object],
                     expected: tuple[int | None, str]) -> None:  # fmt: skip
     setting = setting_of(proc(environ, **kwargs))  # type: ignore[arg-type]
     assert (setting.q, setting.set_by) == expected
+
+
+def test_what_each_setting_says() -> None:
+    """The words of each case above, as ``status`` shows them (one golden:
+    the wording is pinned there only)."""
+    lines = []
+    for environ, kwargs, _ in WHO:
+        found = proc(environ, **kwargs)  # type: ignore[arg-type]
+        setting = setting_of(found, " (pid 1: torchrun)")
+        lines.append(f"{setting.set_by} {setting.text}: {setting.words}")
+    check_golden(GOLDEN / "node_set_by.txt", "\n".join(lines) + "\n")
+
+
+def test_the_explain_command_of_a_launch() -> None:
+    """It gives explain the launch's own arguments and WORLD_SIZE, each a
+    shell word."""
+    found = proc({"WORLD_SIZE": "2 x"})
+    found.launch = launch_of(
+        ["python", "-m", "torchtitan.train", "--job.config_file", "my j.toml"]
+    )
+    assert explain_command(found) == (
+        "rocm-hwq-autoset explain --world-size '2 x' -- --job.config_file 'my j.toml'"
+    )
+    assert explain_command(proc({})) == (
+        "rocm-hwq-autoset explain -- --job.config_file j.toml"
+    )
+    assert explain_command(proc({}, launch=False)) is None
 
 
 def test_what_a_count_means() -> None:
@@ -251,7 +293,7 @@ def python_for(user: int | None) -> str:
 def in_child(code: str, *prefix: str, user: int | None = None) -> object:
     """What ``code`` prints (JSON), run in a fresh interpreter (through
     ``prefix``; as ``user``)."""
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)}
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
     done = subprocess.run([*prefix, python_for(user), "-c", code], env=env,
                           capture_output=True, text=True, timeout=60,
                           user=user, group=user)  # fmt: skip
@@ -314,3 +356,67 @@ def test_the_hook_is_looked_for_beside_the_interpreter(tmp_path: Path) -> None:
     (site / "rocm_hwq_autoset.pth").write_text("")
     assert _hook_beside([python]) == str(site / "rocm_hwq_autoset.pth")
     assert _hook_beside(["python"]) is None  # found on PATH: its folder unknown
+
+
+def test_each_queue_file_that_cannot_be_read_is_a_line(
+    tmp_path: Path, held: tuple[subprocess.Popen[str], Path]
+) -> None:
+    """Queue files read in number order (9 before 10), each refusal a line
+    naming the file (one per queue: a bad ``gpuid`` is not followed by its
+    ``type``): a link (never followed), a folder, a value of more bytes than
+    a number has, one not ASCII; a value of exactly the most bytes is read.
+    A ``queues`` that is no folder is a line too."""
+    child, device = held
+    tree = Tree(tmp_path / "sysfs")
+    most = "0" * (_node.MAX_SYSFS_BYTES - 4) + "2222"
+    tree.queue(child.pid, 10, gpuid="x" * 30 + "\n", type="x\n")
+    tree.queue(child.pid, 9, gpuid="2222\n", type="\xe9\n")
+    tree.queue(child.pid, 1, gpuid=most, type="0\n")
+    tree.queue(child.pid, 2, gpuid=most + "0", type="0\n")
+    (tree.queue(child.pid, 3, type="0\n") / "gpuid").symlink_to(tmp_path / "kfd")
+    (tree.queue(child.pid, 4, type="0\n") / "gpuid").mkdir()
+    node = read_node("/proc", str(tree.root), str(device), [child.pid])
+    found = node.processes[child.pid]
+    assert found.queues == {"GPU 1": [1, 0]}
+    text = "\n".join(found.notes) + "\n"
+    text = text.replace(f"{tree.root}/proc/{child.pid}", "SYSFS/proc/PID")
+    check_golden(GOLDEN / "node_queue_files.txt", text)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (Tree(other).root / "proc" / str(child.pid)).mkdir()
+    (other / "proc" / str(child.pid) / "queues").write_text("")
+    node = read_node("/proc", str(other), str(device), [child.pid])
+    assert node.processes[child.pid].queues == {}
+    assert [n.split(": ")[0] for n in node.processes[child.pid].notes] == [
+        f"{other}/proc/{child.pid}/queues"
+    ]
+
+
+def test_a_pid_asked_for_that_is_no_process_is_a_note(tmp_path: Path) -> None:
+    ghost = 2**22 + 1
+    node = read_node("/proc", str(tmp_path), "/nonexistent", [ghost])
+    assert node.processes == {}
+    assert node.unshown[ghost] in node.notes
+
+
+def test_queue_counts_in_words() -> None:
+    """One verdict line per count (one queue, two, none; Q unknown): a golden."""
+    lines = [verdict("GPU 0", n, 2)[1] for n in (0, 1, 2, 3)]
+    lines.append(verdict("GPU 3", 1, None)[1])
+    check_golden(GOLDEN / "node_verdicts.txt", "\n".join(lines) + "\n")
+
+
+def test_a_relative_interpreter_is_not_looked_beside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``v/bin/python`` names no folder status can know (the process's own
+    working directory, not status's): no hook is claimed found."""
+    from rocm_hwq_autoset._node import _hook_beside
+
+    site = tmp_path / "v" / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "rocm_hwq_autoset.pth").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert _hook_beside(["v/bin/python"]) is None
+    assert _hook_beside([str(tmp_path / "v" / "bin" / "python")]) is not None
