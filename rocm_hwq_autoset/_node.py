@@ -307,12 +307,12 @@ def _unshown(node: Node, pid: int, line: str) -> None:
 
 
 def _what(found: Proc, in_kfd: bool) -> str:
-    """Why a process would be shown, said before why it is not."""
+    """Why a process would be shown, said before why it is not. (One found by
+    its descriptors has an environment this process may read: the kernel
+    lets read both or neither.)"""
     if found.launch is not None:
         return "a torchtitan launch, but "
-    if in_kfd:
-        return "it has GPU queues, but "
-    return "it holds /dev/kfd, but " if found.hip else ""
+    return "it has GPU queues, but " if in_kfd else ""
 
 
 def _owner(base: str) -> str:

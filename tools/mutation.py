@@ -207,6 +207,73 @@ EQUIVALENT: list[Equivalent] = [
         "An error names the field alone when the place is '' or None alike"
         " (_config._named tests it for truth).",
     ),
+    # The node's reader (status).
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, found.launch, rocm=None, recommend=_unasked)",
+        "A --module worker's decision from its launcher's inputs asks neither"
+        " ROCm nor a recommendation: neither is called.",
+    ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=None)",
+        "As above: never called.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        "raise AssertionError(None)",
+        "A guard never called (see _inherited): its message is never seen.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        'raise AssertionError("XXa --module worker\'s decision asks for nothingXX")',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        'raise AssertionError("A --MODULE WORKER\'S DECISION ASKS FOR NOTHING")',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        "raw = os.read(fd, MAX_SYSFS_BYTES + 1)",
+        "raw = os.read(fd, MAX_SYSFS_BYTES + 2)",
+        "Any read of more than the most bytes tells a value that is too long;"
+        " one byte more or two, the same values are refused.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        'text = raw.decode("ascii", "replace").strip()',
+        'text = raw.decode("ASCII", "replace").strip()',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        "fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)",
+        "fd = os.open(path, os.O_RDONLY & os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)",
+        "Drops only O_CLOEXEC: status starts no process while the file is open.",
+    ),
+    Equivalent(
+        "_node",
+        "_own_pid_namespaces",
+        "return 1",
+        "return 2",
+        "Reached only without an NSpid line (Linux before 4.1); it is asked"
+        " only after KFD's sysfs was listed, which needs Linux 5.7.",
+    ),
     # The command line (_cli).
     Equivalent(
         "_cli.__init__",

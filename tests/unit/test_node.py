@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,6 +142,12 @@ WHO = [
          {}, (4, "rocm-hwq-autoset")),  # its hook's value is the same
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file",
           "WORLD_SIZE": "2"}, {}, (8, "rocm-hwq-autoset")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file",
+          "WORLD_SIZE": "2", "ROCM_HWQ_AUTOSET": "0"}, {}, (8, "rocm-hwq-autoset")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file",
+          "WORLD_SIZE": "2"}, {"launch": False}, (8, "rocm-hwq-autoset")),
+        ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
+          "WORLD_SIZE": "2"}, {}, (8, "rocm-hwq-autoset")),  # no inputs
 ]  # fmt: skip
 
 
@@ -323,6 +330,35 @@ def test_another_users_process_is_said_not_shown(
         f"pid {child.pid} (uid 0: another user's): a torchtitan launch, but its"
         " environment cannot be read (Permission denied): not shown"
     ]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root to start a process as another user"
+)
+def test_another_users_process_with_queues_is_said_not_shown(
+    tmp_path: Path, held: tuple[subprocess.Popen[str], Path]
+) -> None:
+    """A process KFD has a folder for, no launch: why it would be shown is
+    said (its folder), then why it is not."""
+    _, device = held
+    tmp_path.chmod(0o755)
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    # A tree the other user may read (pytest's base folder is root's alone).
+    readable = Path(tempfile.mkdtemp())
+    readable.chmod(0o755)
+    try:
+        tree = Tree(readable / "sysfs")
+        tree.queue(other.pid, 0, gpuid="1111\n", type="0\n")
+        code = READ.format(kfd=str(tree.root), device=str(device), pids=None)
+        shown, notes = in_child(code, user=NOBODY)  # type: ignore[misc]
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(readable)
+    assert other.pid not in shown  # type: ignore[operator]
+    [line] = [n for n in notes if n.startswith(f"pid {other.pid} ")]  # type: ignore[attr-defined]
+    assert line.startswith(f"pid {other.pid} (uid 0: another user's): it has GPU")
 
 
 def test_a_pid_namespace_of_its_own_is_said_and_nothing_matched(tmp_path: Path) -> None:
