@@ -456,3 +456,50 @@ def test_a_relative_interpreter_is_not_looked_beside(
     monkeypatch.chdir(tmp_path)
     assert _hook_beside(["v/bin/python"]) is None
     assert _hook_beside([str(tmp_path / "v" / "bin" / "python")]) is not None
+
+
+def test_what_is_read_of_each_process(
+    tmp_path: Path, held: tuple[subprocess.Popen[str], Path]
+) -> None:
+    """A launch holding the device: its words, launch, start environment,
+    parent and its parent's value; a launch with no value: the hook beside
+    its interpreter; a process that is neither a launch nor holds the device
+    is not shown, unless KFD has a folder for it (then HIP started in it where
+    the device cannot be matched)."""
+    child, device = held
+    plain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    bare = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()",
+                             "--job.config_file", "j"], stdin=subprocess.PIPE,
+                            env={})  # fmt: skip
+    tree = Tree(tmp_path / "sysfs")
+    tree.queue(plain.pid, 0, gpuid="1111\n", type="0\n")
+    try:
+        node = read_node("/proc", str(tmp_path / "none"), str(device))
+        kfd = read_node("/proc", str(tree.root), "/nonexistent")
+    finally:
+        for started in (plain, bare):
+            started.kill()
+            started.wait()
+    assert plain.pid not in node.processes and os.getpid() not in node.processes
+    found = node.processes[child.pid]
+    assert found.launch is not None
+    assert (found.words, found.launch.form, found.environ, found.ppid, found.hip) == (
+        child.args,
+        "job.config_file",
+        {"GPU_MAX_HW_QUEUES": "4"},
+        os.getpid(),
+        True,
+    )
+    start = Path(f"/proc/{os.getpid()}/environ").read_bytes().split(b"\0")
+    value = [v[len(b"GPU_MAX_HW_QUEUES=") :] for v in start
+             if v.startswith(b"GPU_MAX_HW_QUEUES=")]  # fmt: skip
+    assert found.parent_value == (value[0].decode() if value else None)
+    assert found.hook is None  # its value is in its environment
+    site = Path(sys.executable).parent.parent / "lib"
+    pth = sorted(site.glob("python*/site-packages/rocm_hwq_autoset.pth"))
+    assert node.processes[bare.pid].hook == (str(pth[0]) if pth else None)
+    assert node.processes[bare.pid].parent_value is False  # not read
+    assert (kfd.processes[plain.pid].hip, kfd.processes[child.pid].hip) == (True, False)
+    assert kfd.processes[plain.pid].queues == {"GPU 0": [1, 0]}
+    assert kfd.processes[child.pid].queues is None
