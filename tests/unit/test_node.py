@@ -51,6 +51,7 @@ SHOW = "import json, sys; print(json.dumps(sys.argv))"
         (["-c", SHOW, "--job.config_file", "j.toml"], False),
         (["-uc", SHOW, "-m", "x"], False),
         (["-bb", "--", "show.py", "--module"], False),
+        (["-Wd", "-Xa", "show.py", "-m"], False),
     ],
 )  # fmt: skip
 def test_argv_is_what_the_interpreter_gives(
@@ -72,7 +73,7 @@ def test_argv_is_what_the_interpreter_gives(
 @pytest.mark.parametrize(
     "words",
     [["bash", "run_train.sh", "--job.config_file", "j.toml"], ["python"],
-     ["python3", "-i"], [], ["pythonista", "s.py"]],
+     ["python3", "-i"], [], ["pythonista", "s.py"], ["python3X", "s.py"]],
 )  # fmt: skip
 def test_no_python_program(words: list[str]) -> None:
     assert python_argv(words) is None
@@ -503,3 +504,73 @@ def test_what_is_read_of_each_process(
     assert (kfd.processes[plain.pid].hip, kfd.processes[child.pid].hip) == (True, False)
     assert kfd.processes[plain.pid].queues == {"GPU 0": [1, 0]}
     assert kfd.processes[child.pid].queues is None
+
+
+def test_a_proc_tree_read_as_the_kernel_lays_it_out(tmp_path: Path) -> None:
+    """A ``/proc`` of the test's (``read_node`` takes its root): a container's
+    pid 1 with a value (its parent, 0, cannot be read), a worker it started
+    with another value, one whose parent is gone; a command name holding
+    ``)``; environment entries holding ``=``, without one, empty; an
+    environment longer than the most read, and a command line that is a
+    link (never followed): one line each, not shown."""
+    proc = tmp_path / "proc"
+    launch = b"python\0-m\0torchtitan.train\0--job.config_file\0j.toml\0"
+
+    def process(pid: int, ppid: int, environ: bytes, cmdline: bytes = launch) -> Path:
+        folder = proc / str(pid)
+        folder.mkdir(parents=True)
+        (folder / "cmdline").write_bytes(cmdline)
+        (folder / "environ").write_bytes(environ)
+        (folder / "stat").write_bytes(f"{pid} (a) b) S {ppid} 1 1 0".encode())
+        return folder
+
+    process(1, 0, b"GPU_MAX_HW_QUEUES=4\0A=1=2\0B= x\0JUNK\0\0")
+    process(7, 1, b"GPU_MAX_HW_QUEUES=2\0")
+    process(8, 99, b"GPU_MAX_HW_QUEUES=2\0")
+    process(9, 1, b"A=" + b"x" * _node.MAX_PROC_BYTES)
+    (process(10, 1, b"", b"") / "cmdline").unlink()
+    (proc / "10" / "cmdline").symlink_to(proc / "1" / "cmdline")
+    node = read_node(
+        str(proc), str(tmp_path / "none"), "/nonexistent", [1, 7, 8, 9, 10]
+    )
+    shown = node.processes
+    assert sorted(shown) == [1, 7, 8]
+    assert shown[1].environ == {"GPU_MAX_HW_QUEUES": "4", "A": "1=2", "B": " x"}
+    assert shown[1].words == ["python", "-m", "torchtitan.train", "--job.config_file",
+                              "j.toml"]  # fmt: skip
+    assert [(p.ppid, p.parent_value) for p in shown.values()] == [
+        (0, False),
+        (1, "4"),
+        (99, False),
+    ]
+    assert [setting_of(p).set_by for p in shown.values()] == [
+        "environment",
+        "launcher",
+        "environment",
+    ]
+    assert sorted(node.unshown) == [9, 10]
+    assert f"{proc}/9/environ" in node.unshown[9]
+    check_golden(
+        GOLDEN / "node_unshown.txt",
+        "\n".join(node.unshown.values()).replace(str(proc), "PROC") + "\n",
+    )
+
+
+def test_environment_entries() -> None:
+    from rocm_hwq_autoset._node import _environ, _holds
+
+    assert _environ(b"A=1=2\0B= x\0JUNK\0=v\0\0") == {"A": "1=2", "B": " x"}
+    assert _holds("/proc/nonexistent", (0, 0)) is False
+
+
+@pytest.mark.parametrize(
+    ("words", "argv"),
+    [
+        (["python", "-", "a"], ["-", "a"]),  # the program from stdin
+        (["python", "-u", "--", "-c", "x"], ["-c", "x"]),  # a script named -c
+        (["/v/python3.13t", "-mx", "a"], ["-m", "a"]),  # free-threaded
+        (["python3.12d", "s.py"], ["s.py"]),
+    ],
+)
+def test_argv_of_programs_not_started_here(words: list[str], argv: list[str]) -> None:
+    assert python_argv(words) == argv
