@@ -274,6 +274,73 @@ EQUIVALENT: list[Equivalent] = [
         "Reached only without an NSpid line (Linux before 4.1); it is asked"
         " only after KFD's sysfs was listed, which needs Linux 5.7.",
     ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'i += 2 if word == "--check-hash-based-pycs" else 1',
+        'i += 2 if (word == "--check-hash-based-pycs") or True else 1',
+        "CPython's other long options (--help, --help-env, --help-xoptions,"
+        " --help-all, --version) print and exit: no program runs after them.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'i += 2 if word == "--check-hash-based-pycs" else 1',
+        'i += 2 if word == "--check-hash-based-pycs" else 2',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        "for at in range(1, len(word)):  # a cluster: -Im, -Wd, -Xdev, -uc",
+        "for at in range(len(word)):  # a cluster: -Im, -Wd, -Xdev, -uc",
+        "The word's first character is '-', neither a letter that ends the"
+        " options nor one that takes a value: the loop goes on as from 1.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'if letter in "WX":',
+        'if letter in "XXWXXX":',
+        "A letter is one character: in 'XXWXXX' exactly where in 'WX'.",
+    ),
+    Equivalent(
+        "_node",
+        "_read",
+        "fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)",
+        "fd = os.open(path, os.O_RDONLY & os.O_CLOEXEC | os.O_NOFOLLOW)",
+        "Drops only O_CLOEXEC: status starts no process while the file is open.",
+    ),
+    Equivalent(
+        "_node",
+        "_holds",
+        "continue",
+        "break",
+        "Differs only where a descriptor closes between the listing and its"
+        " stat, and the device is a later one: a race no reliable test makes.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.ppid: int | None = None",
+        'self.ppid: int | None = ""',
+        "A Proc is made only by _read_process, which sets ppid, environ and hip"
+        " before it returns one: the first values are never read.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.environ: dict[str, str] | None = None",
+        'self.environ: dict[str, str] | None = ""',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.hip: bool | None = None",
+        'self.hip: bool | None = ""',
+        "As above.",
+    ),
     # The command line (_cli).
     Equivalent(
         "_cli.__init__",

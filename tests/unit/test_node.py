@@ -412,11 +412,14 @@ def test_each_queue_file_that_cannot_be_read_is_a_line(
     tree.queue(child.pid, 2, gpuid=most + "0", type="0\n")
     (tree.queue(child.pid, 3, type="0\n") / "gpuid").symlink_to(tmp_path / "kfd")
     (tree.queue(child.pid, 4, type="0\n") / "gpuid").mkdir()
+    (tree.root / "topology" / "nodes" / "3").mkdir()
+    (tree.root / "topology" / "nodes" / "3" / "gpu_id").write_text("gpu\n")
     node = read_node("/proc", str(tree.root), str(device), [child.pid])
     found = node.processes[child.pid]
     assert found.queues == {"GPU 1": [1, 0]}
-    text = "\n".join(found.notes) + "\n"
+    text = "\n".join(node.notes + found.notes) + "\n"
     text = text.replace(f"{tree.root}/proc/{child.pid}", "SYSFS/proc/PID")
+    text = text.replace(str(tree.root), "SYSFS")
     check_golden(GOLDEN / "node_queue_files.txt", text)
 
     other = tmp_path / "other"
