@@ -167,6 +167,8 @@ def test_what_each_setting_says() -> None:
         found = proc(environ, **kwargs)  # type: ignore[arg-type]
         setting = setting_of(found, " (pid 1: torchrun)")
         lines.append(f"{setting.set_by} {setting.text}: {setting.words}")
+    # A launcher not named (none shown):
+    lines.append(setting_of(proc({"GPU_MAX_HW_QUEUES": "2"}, parent=None)).words)
     check_golden(GOLDEN / "node_set_by.txt", "\n".join(lines) + "\n")
 
 
