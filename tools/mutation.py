@@ -114,6 +114,21 @@ EQUIVALENT: list[Equivalent] = [
         "argv holds at least '-m' here, so at < len(orig_argv) always.",
     ),
     Equivalent(
+        "_argv",
+        "program",
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", ())):',
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", None)):',
+        "sys.argv always exists since Python 3.8 (PEP 587 sets it, [''] at"
+        " least): the default is never used.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", ())):',
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", )):',
+        "As above.",
+    ),
+    Equivalent(
         "_config",
         "_kind",
         'return "not a plain file"',
