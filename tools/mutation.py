@@ -723,6 +723,7 @@ def patch_mutmut() -> None:
     own (the ``--module`` child outlives its launch by design) is a child of
     that process too, and its end, taken for a worker's, stopped the run
     (``KeyError``). Here such an end is passed over."""
+    from mutmut.runners.harness import PytestRunner
     from mutmut.workers.isolation import ForkRunner, MutantResult
 
     def wait_for_result(self: Any, timeout: float | None = None) -> Any:
@@ -738,6 +739,26 @@ def patch_mutmut() -> None:
         return MutantResult(worker.mutant_name, exit_code, duration)
 
     ForkRunner.wait_for_result = wait_for_result
+
+    # Each mutant's tests run up to the first that fails, fastest first: the
+    # tests of the mutant's own module (tests/*/test_argv.py for _argv) go
+    # before the others, most likely to fail first.
+    run_tests = PytestRunner.run_tests
+
+    def home_first_run(self: Any, *, mutant_name: str | None, tests: Any) -> int:
+        if mutant_name:
+            tests = home_first(mutant_name, list(tests))
+        return int(run_tests(self, mutant_name=mutant_name, tests=tests))
+
+    PytestRunner.run_tests = home_first_run  # type: ignore[method-assign]
+
+
+def home_first(mutant: str, tests: list[str]) -> list[str]:
+    """``tests`` in their order, those of the mutant's module's own test
+    file(s) first."""
+    module = mutant.rpartition(".")[0].rpartition(".")[2].lstrip("_")
+    home = f"/test_{module}.py"
+    return sorted(tests, key=lambda test: not test.partition("::")[0].endswith(home))
 
 
 # The results.

@@ -92,3 +92,16 @@ def test_the_mutation_run_tests_in_one_process() -> None:
     args = settings["mutmut"]["pytest_add_cli_args"]
     assert "-n" in settings["pytest"]["ini_options"]["addopts"].split()
     assert args[args.index("-n") :][:2] == ["-n", "0"]
+
+
+def test_a_mutants_own_module_tests_run_first() -> None:
+    tests = ["tests/cli/test_x.py::a", "tests/unit/test_argv.py::b",
+             "tests/unit/test_y.py::c", "tests/unit/test_argv.py::d"]  # fmt: skip
+    assert TOOL.home_first("rocm_hwq_autoset._argv.x_f__mutmut_1", tests) == [
+        "tests/unit/test_argv.py::b",
+        "tests/unit/test_argv.py::d",
+        "tests/cli/test_x.py::a",
+        "tests/unit/test_y.py::c",
+    ]
+    status = "rocm_hwq_autoset._cli.status.xǁRowǁdoc__mutmut_2"
+    assert TOOL.home_first(status, tests) == tests
