@@ -37,6 +37,7 @@ that fork or start interpreters count too (see its docstring).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -632,11 +633,11 @@ def prepare(relearn: bool) -> None:
     forget which tests run which function.
 
     mutmut learns that in its first run of the whole fast suite (some ten
-    minutes on two cores), and later runs keep it: mutmut learns what the
-    tests added since run, and a test changed since counts for the
-    functions it ran then, which can only leave a mutant alive that a test
-    would kill, never the reverse. After changing tests or how the package's
-    functions call each other, and for the figures of a release,
+    minutes on two cores), and later runs keep it: mutmut learns what new
+    tests run, and the tests of a test file changed since are forgotten, so
+    learnt as new. A change elsewhere (a helper, the package's own calls) is
+    not seen: it can only leave alive a mutant a test would kill, never the
+    reverse. After such a change, and for the figures of a release,
     ``--relearn``."""
     MUTANTS.mkdir(exist_ok=True)
     shutil.copy(ROOT / "tools" / "mutation_hooks.py", MUTANTS / "mutation_hooks.py")
@@ -654,8 +655,39 @@ def prepare(relearn: bool) -> None:
         link = MUTANTS / source.name
         if not link.is_symlink():
             link.symlink_to(source, target_is_directory=True)
+    stats = MUTANTS / "mutmut-stats.json"
     if relearn:
-        (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+        stats.unlink(missing_ok=True)
+    forget_changed_tests(stats, MUTANTS / "mutation-tests.json")
+
+
+def forget_changed_tests(stats: Path, learnt: Path) -> list[str]:
+    """Drop from mutmut's map the tests of each test file changed or gone
+    since the map was learnt (``learnt``: each file's digest then): mutmut
+    learns them again as new tests. Returns those files."""
+    now = {
+        str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+    }
+    then = json.loads(learnt.read_text()) if learnt.exists() else now
+    changed = sorted(f for f in then if then[f] != now.get(f))
+    if stats.exists() and changed:
+        data = json.loads(stats.read_text())
+
+        def kept(test: str) -> bool:
+            return test.partition("::")[0] not in changed
+
+        data["duration_by_test"] = {
+            t: d for t, d in data["duration_by_test"].items() if kept(t)
+        }
+        data["tests_by_mangled_function_name"] = {
+            name: [t for t in tests if kept(t)]
+            for name, tests in data["tests_by_mangled_function_name"].items()
+        }
+        stats.write_text(json.dumps(data))
+        print("learnt again, changed:", ", ".join(changed), flush=True)
+    learnt.write_text(json.dumps(now))
+    return changed
 
 
 def run(

@@ -6,7 +6,9 @@ silently, when the code moves on)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -105,3 +107,26 @@ def test_a_mutants_own_module_tests_run_first() -> None:
     ]
     status = "rocm_hwq_autoset._cli.status.xǁRowǁdoc__mutmut_2"
     assert TOOL.home_first(status, tests) == tests
+
+
+def test_the_tests_of_a_changed_file_are_learnt_again(tmp_path: Path) -> None:
+    """mutmut's map of which tests run which function forgets the tests of a
+    test file changed since it was learnt (mutmut learns them again as new
+    ones), and keeps the others'."""
+    node, argv = "tests/unit/test_node.py", "tests/unit/test_argv.py"
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({
+        "duration_by_test": {f"{node}::a": 1.0, f"{argv}::b": 2.0},
+        "tests_by_mangled_function_name": {"f": [f"{node}::a", f"{argv}::b"]},
+        "stats_time": 3.0,
+    }))  # fmt: skip
+    learnt = tmp_path / "learnt.json"
+    digest = hashlib.sha256((ROOT / argv).read_bytes()).hexdigest()
+    learnt.write_text(json.dumps({node: "before", argv: digest}))
+    assert TOOL.forget_changed_tests(stats, learnt) == [node]
+    assert json.loads(stats.read_text()) == {
+        "duration_by_test": {f"{argv}::b": 2.0},
+        "tests_by_mangled_function_name": {"f": [f"{argv}::b"]},
+        "stats_time": 3.0,
+    }
+    assert TOOL.forget_changed_tests(stats, learnt) == []  # learnt as they are now
