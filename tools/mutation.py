@@ -357,6 +357,56 @@ EQUIVALENT: list[Equivalent] = [
         'self.hip: bool | None = ""',
         "As above.",
     ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, None, rocm=_unasked, recommend=_unasked)",
+        "With its launcher's --module marker, a worker's decision is made from"
+        " the marker and the launcher's inputs: the launch itself is not read.",
+    ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        'queues = getattr(outcome, "queues", None)',
+        'queues = getattr(outcome, "queues", )',
+        "With its launcher's --module marker, decide answers with an Outcome"
+        " (never a launch to evaluate), which has queues: the default is never"
+        " used.",
+    ),
+    Equivalent(
+        "_node",
+        "_owner",
+        'return ""',
+        'return "XXXX"',
+        "Only where the process's folder went between reading it and its"
+        " owner: a race no reliable test makes.",
+    ),
+    Equivalent(
+        "_node",
+        "_read_process",
+        'words = [os.fsdecode(w) for w in raw.split(b"\\0")[:-1]] if raw else []',
+        'words = [os.fsdecode(w) for w in raw.split(b"\\0")[:-1]] if (raw) or True'
+        " else []",
+        "An empty command line splits to no words either way.",
+    ),
+    Equivalent(
+        "_node",
+        "_read_process",
+        "if any(word in raw for word in LAUNCH_WORDS):",
+        "if any(word not in raw for word in LAUNCH_WORDS):",
+        "A filter only, for speed: launch_of finds no launch in a command line"
+        " without these words, so reading more command lines finds the same"
+        " launches.",
+    ),
+    Equivalent(
+        "_node",
+        "read_node",
+        "elif setting.text is None and found.launch is not None:",
+        "elif setting.text is None or found.launch is not None:",
+        "The hook found is read only for a launch without a value (setting_of):"
+        " looking for it for other processes changes nothing shown.",
+    ),
     # The command line (_cli).
     Equivalent(
         "_cli.__init__",
@@ -434,6 +484,13 @@ EQUIVALENT: list[Equivalent] = [
         '80, subsequent_indent="  ",',
         "Q is 2, 4 or 8 and the lanes one digit, so the Q line's first line"
         " is always 79 characters and its next word does not fit 80 either.",
+    ),
+    Equivalent(
+        "_cli.status",
+        "text",
+        'f"{gpu.split()[-1]}:{c[0]}+{c[1]}"',
+        'f"{gpu.split()[+1]}:{c[0]}+{c[1]}"',
+        "A GPU's label has two words (GPU n, gpu_id n): the second is the last.",
     ),
     Equivalent(
         "_cli.term",

@@ -14,6 +14,7 @@ import pytest
 
 from rocm_hwq_autoset import _node
 from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli import status as status_command
 
 from ..helpers import GOLDEN, check_golden
 from .commands import PREFIX
@@ -119,8 +120,9 @@ LONG = [PYTHON, "-c", "import time; " + "time.sleep(1); " * 8]
 def _node_of_a_launch() -> _node.Node:
     """torchrun (100) and its two workers (102: queues on two GPUs, its
     descriptors not readable); trees of their own (their parent not shown): a
-    long command line (7), a program read from stdin (8), a command line that
-    cannot be read (9); and a note."""
+    long command line (7), a program read from stdin with a value its launcher
+    set (8), a command line that cannot be read (9), one just as wide as its
+    column (11); and a note."""
     node = _node.Node()
     node.gpus = {7: "GPU 0", 9: "GPU 1"}
     node.notes = ["/sys/x: no\tGPU"]
@@ -133,7 +135,10 @@ def _node_of_a_launch() -> _node.Node:
         _proc(101, [PYTHON, "-u", *TRAIN], 100, value, parent_value=None,
               hip=True, queues={"GPU 0": [4, 1]}),
         _proc(7, LONG, 3, {}, hip=True),
-        _proc(8, [PYTHON, "-"], 3, {}, hip=True),
+        _proc(8, [PYTHON, "-"], 3, {"GPU_MAX_HW_QUEUES": "2"}, hip=True,
+              parent_value=None),
+        _proc(11, [PYTHON, "-c", "y" * (status_command.RUNS_WIDTH - 11)], 3, {},
+              hip=True),
         _proc(9, [], 3, {}, hip=True),
     ):  # fmt: skip
         node.processes[found.pid] = found
@@ -141,26 +146,26 @@ def _node_of_a_launch() -> _node.Node:
 
 
 def test_the_rows_are_the_launchers_trees() -> None:
-    from rocm_hwq_autoset._cli import status as command
-
-    rows = command.rows_of(_node_of_a_launch())
+    rows = status_command.rows_of(_node_of_a_launch())
     assert [(row.proc.pid, row.depth) for row in rows] == [
         (7, 0),
         (8, 0),
         (9, 0),
+        (11, 0),
         (100, 0),
         (101, 1),
         (102, 1),
     ]
     assert [row.setting.set_by for row in rows] == [
         "nobody",
+        "launcher",
         "nobody",
         "nobody",
         "unknown",
         "launcher",
         "launcher",
     ]
-    assert [row.at_cap for row in rows] == [False] * 4 + [True, True]
+    assert [row.at_cap for row in rows] == [False] * 5 + [True, True]
     assert [level for row in rows for level, _ in row.verdicts] == [
         _node.AT,
         _node.BELOW,
@@ -177,7 +182,10 @@ def test_the_table_and_what_it_means(
     monkeypatch.setattr(_node, "read_node", lambda *_: node)
     code, out, err = status(capsys)
     assert (code, err) == (1, "")
-    check_golden(GOLDEN / "status.txt", out)
+    monkeypatch.setattr(_node, "read_node", lambda *_: _node.Node())
+    none = status(capsys)
+    assert none[0] == 0
+    check_golden(GOLDEN / "status.txt", f"{out}\n(no process)\n{none[1]}")
 
 
 def test_the_json_fields(
@@ -194,7 +202,7 @@ def test_the_json_fields(
         [101, 102],
     )
     rows = {row["pid"]: row for row in doc["processes"]}
-    assert list(rows) == [7, 8, 9, 100, 101, 102]
+    assert list(rows) == [7, 8, 9, 11, 100, 101, 102]
     worker = rows[102]
     assert {key: worker[key] for key in (
         "ppid", "command", "launch", "q", "value", "set_by", "hip_started",
@@ -212,7 +220,10 @@ def test_the_json_fields(
         None,
     )
     assert rows[100]["explain"].endswith("explain -- --job.config_file j.toml")
-    assert rows[101]["verdicts"][0]["text"] in status(capsys)[1]
+    text = status(capsys)[1]
+    assert rows[101]["verdicts"][0]["text"] in text
+    for pid, row in rows.items():
+        assert f"{pid}: GPU_MAX_HW_QUEUES {row['set_by_words']}\n" in text
 
 
 def test_the_json_is_indented(

@@ -135,6 +135,7 @@ WHO = [
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "4 job.config_file"},
          {"parent": None}, (8, "launcher")),  # the marker is not this value's
         ({"GPU_MAX_HW_QUEUES": "0"}, {"parent": "0"}, (None, "user")),
+        ({"GPU_MAX_HW_QUEUES": "a: b"}, {"parent": "a: b"}, (None, "user")),
         ({"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
           "ROCM_HWQ_AUTOSET_INPUTS": INPUTS, "WORLD_SIZE": "2",
           "ROCM_HWQ_AUTOSET": "0"}, {}, (8, "rocm-hwq-autoset")),  # its hook off
@@ -471,23 +472,36 @@ def test_what_is_read_of_each_process(
     parent and its parent's value; a launch with no value: the hook beside
     its interpreter; a process that is neither a launch nor holds the device
     is not shown, unless KFD has a folder for it (then HIP started in it where
-    the device cannot be matched)."""
+    the device cannot be matched); a process that only holds the device is
+    found by its descriptors where there are no KFD folders to tell."""
     child, device = held
     plain = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)  # fmt: skip
     bare = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()",
                              "--job.config_file", "j"], stdin=subprocess.PIPE,
                             env={})  # fmt: skip
+    code = (
+        f"import os, sys; fd = os.open({str(device)!r}, 0); print(flush=True);"
+        " sys.stdin.read()"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout is not None
+    holder.stdout.readline()  # it holds the device
     tree = Tree(tmp_path / "sysfs")
     tree.queue(plain.pid, 0, gpuid="1111\n", type="0\n")
     try:
         node = read_node("/proc", str(tmp_path / "none"), str(device))
         kfd = read_node("/proc", str(tree.root), "/nonexistent")
+        both = read_node("/proc", str(tree.root), str(device))
     finally:
-        for started in (plain, bare):
+        for started in (plain, bare, holder):
             started.kill()
             started.wait()
     assert plain.pid not in node.processes and os.getpid() not in node.processes
+    assert node.processes[holder.pid].hip is True  # found by its descriptors
+    assert holder.pid not in kfd.processes and holder.pid not in both.processes
+    assert both.processes[plain.pid].hip is False  # a folder, not the device
     found = node.processes[child.pid]
     assert found.launch is not None
     assert (found.words, found.launch.form, found.environ, found.ppid, found.hip) == (
