@@ -410,3 +410,13 @@ def test_a_launch_shows_as_the_call_that_makes_it() -> None:
     name."""
     launch = Launch(MODULE_FORM, ["--module", "m"], False)
     assert repr(launch) == "Launch('--module', ('--module', 'm'), in_process=False)"
+
+
+def test_a_launch_keeps_the_program_that_makes_it() -> None:
+    """The --module child imports first from where that program's
+    interpreter would (``_evaluation.process.interpreter_of``)."""
+    from rocm_hwq_autoset._argv import launch_in
+
+    script = ("script", "/x/torchtitan/train.py")
+    launch = launch_in(["--module", "m", "--config", "c"], script, in_process=False)
+    assert launch is not None and launch.program == script
