@@ -365,11 +365,10 @@ def test_another_users_process_with_queues_is_said_not_shown(
         shutil.rmtree(readable)
     assert other.pid not in shown  # type: ignore[operator]
     [line] = [n for n in notes if n.startswith(f"pid {other.pid} ")]  # type: ignore[attr-defined]
-    assert line.startswith(f"pid {other.pid} (uid 0: another user's): it has GPU")
+    assert "it has GPU" in line and "(uid 0" in line
     # Asked for by pid, neither a launch nor in KFD's folders: no why.
-    assert asked[-1].startswith(  # type: ignore[index]
-        f"pid {other.pid} (uid 0: another user's): its environment"
-    )
+    assert f"{other.pid} (uid 0" in asked[-1]  # type: ignore[index]
+    assert ": its environment" in asked[-1]  # type: ignore[index]
 
 
 def test_a_pid_namespace_of_its_own_is_said_and_nothing_matched(tmp_path: Path) -> None:
