@@ -42,3 +42,21 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     assert (code, out) == (2, "false\n" if "--export" in own else ""), err
     assert err.startswith(PREFIX) and err.count("\n") == 1, err
     return err[len(PREFIX) : -1]
+
+
+def transcript(
+    title: str, code: int, out: str, err: str, names: dict[str, str] | None = None
+) -> str:
+    """One case of a command's golden file (its wording pinned once, there): the
+    case's title, exit status, stdout and stderr, each of ``names``' values (a
+    temporary folder, the checkout) written as its key, so that the golden is
+    the same on every machine."""
+    text = f"== {title}\nexit {code}\n"
+    for label, stream in (("stdout", out), ("stderr", err)):
+        if stream:
+            text += (
+                f"--- {label}\n{stream}{'' if stream.endswith(chr(10)) else chr(10)}"
+            )
+    for name, value in sorted((names or {}).items(), key=lambda kv: -len(kv[1])):
+        text = text.replace(value, name)
+    return text + "\n"
