@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -1171,7 +1172,7 @@ def test_unset_fields_are_said_with_their_defaults(
     for lane, keys in read.items():
         assert all(setting_said(doc, key) in why[lane] for key in keys), lane
         assert why[lane].endswith(LEFT_OUT[lane][0]) == (lane == "trainer_cudagraph")
-    assert all(doc["settings"][k]["source"] != "CLI" for k in sum(read.values(), []))
+    assert all(doc["settings"][k]["source"] != "CLI" for k in chain(*read.values()))
     verify = {row["lane"]: (row["on"], row["asked_for"], row["verify"])
               for row in doc["left_out_table"]}  # fmt: skip
     assert verify == {

@@ -810,7 +810,7 @@ def test_the_report_in_full_on_a_terminal(
     assert (
         capsys.readouterr().err == f"{PREFIX}{missing}: {os.strerror(errno.ENOENT)}\n"
     )
-    code, out_text, _ = verify(capsys, "--json", "--pools", "separate", wide)
+    _, out_text, _ = verify(capsys, "--json", "--pools", "separate", wide)
     order = [(2, None), (2, -1), (2, 0), (10, None), ("gpu_a", None), ("gpu_b", None)]
     devices = json.loads(out_text)["traces"][0]["verdicts"][0]["devices"]
     assert list(devices) == [_verify._label(pool) for pool in order]
