@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli.explain import toml_value
 
 PREFIX = "rocm-hwq-autoset: error: "
 
@@ -60,3 +62,26 @@ def transcript(
     for name, value in sorted((names or {}).items(), key=lambda kv: -len(kv[1])):
         text = text.replace(value, name)
     return text + "\n"
+
+
+def setting_said(doc: dict[str, Any], key: str) -> str:
+    """A setting of the JSON as the reasons name it: its value and where from."""
+    setting = doc["settings"][key]
+    return f"{key} = {toml_value(setting['value'])} ({setting['source']})"
+
+
+def case(
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    run: Callable[..., tuple[int, str, str]],
+    command: str,
+    *argv: str,
+) -> tuple[str, int, str, str]:
+    """A golden case: ``run(*argv)`` with ``env`` set for it alone; the command
+    line as a shell would show it, and the exit status, stdout and stderr."""
+    with monkeypatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        code, out, err = run(*argv)
+    said = " ".join([*(f"{k}={v!r}" for k, v in env.items()), command, *argv])
+    return said, code, out, err

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from itertools import chain
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -38,7 +37,15 @@ from ..helpers import (
     child_env,
     fake_torch,
 )
-from .commands import PREFIX, explain, explain_json, exported, refused, transcript
+from .commands import (
+    PREFIX,
+    explain,
+    explain_json,
+    exported,
+    refused,
+    setting_said,
+    transcript,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -146,12 +153,6 @@ def test_json(cuda_machine: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hook = doc["environment"]["hook"]
     assert hook.startswith("nothing to do: ")
     assert hook.endswith(doc["environment"]["rocm_evidence"])
-
-
-def setting_said(doc: dict[str, Any], key: str) -> str:
-    """A setting of the JSON as the reasons name it: its value and where from."""
-    setting = doc["settings"][key]
-    return f"{key} = {_explain.toml_value(setting['value'])} ({setting['source']})"
 
 
 def summary_for(*training: str) -> str:

@@ -15,6 +15,7 @@ import os
 import random
 import re
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from ..data import (
     write_trace,
 )
 from ..helpers import GOLDEN, by_device, check_golden
-from .commands import transcript
+from .commands import case, transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -1254,7 +1255,7 @@ def test_ctrl_c_during_a_big_trace_is_one_line(
 
     monkeypatch.setattr(_verify, "read_trace", interrupted)
     code, out, err = verify(capsys, *(["--json"] if json_form else []), path)
-    assert code == 130  # the wording: test_module_form's Ctrl-C test
+    assert code == 130  # the wording: the golden
     assert err == f"rocm-hwq-autoset: {CUT_SHORT}\n"
     assert (json.loads(out) if json_form else out) == (
         {"error": CUT_SHORT} if json_form else ""
@@ -1351,11 +1352,8 @@ def test_the_wording_of_verify(
     ]  # fmt: skip
     text = []
     for title, env, argv in cases:
-        with monkeypatch.context() as patch:
-            for name, value in env.items():
-                patch.setenv(name, value)
-            code, out, err = verify(capsys, *argv)
-        command = " ".join([*(f"{k}={v!r}" for k, v in env.items()), "verify", *argv])
+        command, code, out, err = case(monkeypatch, env, partial(verify, capsys),
+                                       "verify", *argv)  # fmt: skip
         text.append(transcript(f"{title}: {command}", code, out, err,
                                {"T": str(tmp_path), "EXAMPLE": EXAMPLE}))  # fmt: skip
     terminal = _Tty()
@@ -1367,6 +1365,14 @@ def test_the_wording_of_verify(
     terminal_err = capsys.readouterr().err
     text.append(transcript("on a terminal, in colour", code, terminal.getvalue(),
                            terminal_err, {"T": str(tmp_path)}))  # fmt: skip
+
+    def interrupted(path: str) -> Any:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_verify, "read_trace", interrupted)
+        code, out, err = verify(capsys, streams[1])
+    text.append(transcript("Ctrl-C", code, out, err, {"T": str(tmp_path)}))
     monkeypatch.setattr(_traces, "MAX_VALUE_CHARS", 10)
     monkeypatch.setattr(_traces, "CHUNK", 1)
     code, out, err = verify(capsys, streams[1])
