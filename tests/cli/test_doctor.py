@@ -815,10 +815,6 @@ def test_the_wording_of_doctor(
         patch.setattr(_common, "_verdict", [(False, "EVIDENCE")])
         case("off ROCm", launch_rows(*job))
     with monkeypatch.context() as patch:
-        patch.setenv("ROCM_HWQ_AUTOSET_LOG", "loud")
-        case("a bad log level", [c for c in environment_checks([])
-                                 if c.status == "FAIL"])  # fmt: skip
-    with monkeypatch.context() as patch:
         no_home(patch)
         case("no home", cache_checks())
     cache = tmp_path / "cache"
