@@ -363,3 +363,17 @@ def lines_report(
         out.append(given + "\n" + "".join(f"    {text}\n" for text in said))
     report = "".join(out)
     return report if tmp is None else report.replace(str(tmp), "TMP")
+
+
+def check_lines(
+    request: pytest.FixtureRequest,
+    entries: Sequence[tuple[str, str | None]],
+    tmp: Path | None = None,
+) -> None:
+    """The lines a test's inputs get, against the test's own golden file,
+    ``tests/golden/lines/<its module>/<its name>.txt`` (:func:`lines_report`):
+    the test asserts values; their wording is pinned there."""
+    name = request.node.name.replace("[", "-").rstrip("]")
+    golden = GOLDEN / "lines" / request.node.path.stem / f"{name}.txt"
+    golden.parent.mkdir(parents=True, exist_ok=True)
+    check_golden(golden, lines_report(entries, tmp))
