@@ -369,11 +369,15 @@ def check_lines(
     request: pytest.FixtureRequest,
     entries: Sequence[tuple[str, str | None]],
     tmp: Path | None = None,
+    *,
+    every_case: bool = True,
 ) -> None:
     """The lines a test's inputs get, against the test's own golden file,
     ``tests/golden/lines/<its module>/<its name>.txt`` (:func:`lines_report`):
-    the test asserts values; their wording is pinned there."""
-    name = request.node.name.replace("[", "-").rstrip("]")
+    the test asserts values; their wording is pinned there. A parametrized
+    test has one for each case, or, ``every_case=False``, one for all."""
+    name = request.node.name if every_case else request.node.originalname
+    name = name.replace("[", "-").rstrip("]")
     golden = GOLDEN / "lines" / request.node.path.stem / f"{name}.txt"
     golden.parent.mkdir(parents=True, exist_ok=True)
     check_golden(golden, lines_report(entries, tmp))
