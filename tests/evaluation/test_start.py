@@ -151,9 +151,8 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
     [outcome] = said
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
     cached = conclude({}, pending(), EVALUATED, cached=True)
-    assert (
-        outcome.message == cached.message != conclude({}, pending(), EVALUATED).message
-    )
+    fresh = conclude({}, pending(), EVALUATED)
+    assert outcome.message == cached.message != fresh.message
     assert outcome.inputs == INPUTS and isinstance(check, process.Child)
     cache_key = launch_key(pending(), os.environ)
     assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
@@ -243,7 +242,7 @@ def test_a_hit_whose_use_cannot_be_noted_is_evaluated_before_training(
     monkeypatch.setattr(cache_module.os, "open", full)
     said, waiter, argv = starting(pending())
     assert [o.level for o in said] == ["detail"]
-    assert said[0].text.endswith(f"({os.strerror(28)})")  # why, the system's words
+    assert f"({os.strerror(28)})" in said[0].text  # why, in the system's words
     assert isinstance(waiter, Installed) and "--check" not in argv
 
 
