@@ -12,6 +12,7 @@ import pytest
 from rocm_hwq_autoset import ConfigError, _decision, _environ, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import DETAIL, WARNING, Outcome
+from rocm_hwq_autoset._evaluation import lines
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
 
 from ..helpers import (
@@ -113,6 +114,10 @@ def test_every_line_of_the_hook(
         ("a detail: the cache folder /c of mode 777",
          _line(Outcome(DETAIL, "cache: /c: writable by its group or others;"
                        " not used", "evaluating without it"))),
+        ("a --module launch waits, 42 s left at most",
+         _line(lines.waiting(pending, 42.4))),
+        ("Ctrl-C after 1.5 s of waiting",
+         _line(lines.interrupted(KeyboardInterrupt(), 1.53))),
         ("a path with control characters, 1000 characters long",
          run({}, ["--job.config_file", "a\nb\x1b[31m" + "x" * 1000], rocm_path,
              capsys)),
