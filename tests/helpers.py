@@ -325,6 +325,17 @@ def set_line(queues: int, lanes: Sequence[str], *, cached: bool = False) -> str:
     return line
 
 
+def decided_line(args: Sequence[str], environ: Mapping[str, str] = {}) -> str:
+    """The line the hook says for ``python train.py ARGS`` on a ROCm machine,
+    decided in this process ("" for none): what a process started so says."""
+    outcome = outcome_for(
+        environ, ["train.py", *args], [],
+        rocm=lambda: (True, "test"), read_toml=load_toml,
+    )  # fmt: skip
+    assert isinstance(outcome, Outcome)
+    return outcome.line(environ) or ""
+
+
 #: What a warning that sets nothing says it did, in the package's own words.
 UNSET_TAIL = failed(form_named("job.config_file"), ConfigError("")).tail
 
