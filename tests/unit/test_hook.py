@@ -495,6 +495,7 @@ def test_a_value_put_after_hip_started_is_said_to_come_too_late(
         outcome, during="at interpreter start", early=[str(site / "aaa_gpu_probe.pth")]
     )
     assert [said(line + "\n") for line in lines[1:]] == [("warning", late.message)]
+    assert str(site / "aaa_gpu_probe.pth") in late.message.split("; ")[1]
 
 
 @pytest.mark.forked
