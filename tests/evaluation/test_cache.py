@@ -900,7 +900,7 @@ def test_a_hostile_entry_is_a_corrupt_entry(
     Path(cache.entry("k")).write_text(text or json.dumps(doc))
     assert cache.lookup("k", {})[0] is None
     assert cache.lookup("k", {})[1] in (_cache.CORRUPT, _cache.OTHER_FORMAT)
-    Path(cache.result_file("k")).write_text(text or json.dumps(doc))
+    Path(cache.path, cache.result_file("k")).write_text(text or json.dumps(doc))
     _, published = cache.published("k")
     assert cache.peer_answer(published, "k", {}) is None
 
