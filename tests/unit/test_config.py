@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -14,9 +15,14 @@ import pytest
 from rocm_hwq_autoset import ConfigError, recommend
 from rocm_hwq_autoset._config import (
     FIELDS,
+    MAX_EDITS,
+    SECTIONS,
+    TORCHTITAN_FIELDS,
+    TORCHTITAN_SECTIONS,
     Setting,
     check_near_misses,
     edits_within,
+    is_table,
     load_toml,
     merge,
     near_miss,
@@ -321,7 +327,17 @@ TORCHTITAN_0_2_FIELDS = {
         "expert_parallel_comm_backend",
     ],
     "compile": ["enable", "components", "backend"],
+    "training": ["dataset", "dataset_path", "local_batch_size", "global_batch_size",
+                 "seq_len", "max_norm", "steps", "enable_cpu_offload", "dtype",
+                 "mixed_precision_param", "mixed_precision_reduce", "gc_freq",
+                 "gc_debug", "dataloader"],
 }  # fmt: skip
+#: torchtitan 0.2.2's other sections (``JobConfig``'s fields).
+TORCHTITAN_0_2_SECTIONS = [
+    "job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint",
+    "activation_checkpoint", "quantize", "comm", "memory_estimation",
+    "fault_tolerance", "experimental", "validation", "debug",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -350,6 +366,26 @@ def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
     check_near_misses(
         {s: dict.fromkeys(n, 1) for s, n in TORCHTITAN_0_2_FIELDS.items()}, "job.toml"
     )
+    # Known exactly: the package's tables name each, and the search never
+    # runs for them (issue #39: it cost a TOML launch 0.47 M instructions).
+    for section, names in TORCHTITAN_0_2_FIELDS.items():
+        for name in names:
+            key = f"{section}.{name}"
+            assert key in FIELDS or key in TORCHTITAN_FIELDS, key
+    assert set(TORCHTITAN_0_2_SECTIONS) == TORCHTITAN_SECTIONS
+    for section in TORCHTITAN_0_2_SECTIONS:
+        assert near_miss(f"{section}.x") is None, section
+        # Their names held against ours, as an unknown section's would be:
+        assert not any(edits_within(section, ours, MAX_EDITS) for ours in SECTIONS)
+    check_near_misses({s: {"x": 1} for s in TORCHTITAN_0_2_SECTIONS}, "job.toml")
+
+
+def test_a_table_is_a_dict_or_any_mapping() -> None:
+    assert is_table({}) and is_table(MappingProxyType({"a": 1}))
+    assert not any(is_table(v) for v in ("ab", 1, 1.5, True, ["a"], ("a",), None))
+    # Any mapping is read as a table: a caller's config, not only parsed TOML.
+    assert merge({"parallelism": MappingProxyType({"tensor_parallel_degree": 2})},
+                 {})["parallelism.tensor_parallel_degree"].value == 2  # fmt: skip
 
 
 @pytest.mark.parametrize(
