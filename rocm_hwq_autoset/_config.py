@@ -125,7 +125,7 @@ def merge(
             settings[key] = Setting(default, DEFAULT)
         else:
             settings[key] = Setting(check_value(key, found, where), TOML)
-    _check_degrees(settings, where)
+    check_degrees(settings, where)
     return settings
 
 
@@ -134,33 +134,19 @@ def _named(where: str, name: str) -> str:
     return f"{where}: {name}" if where else name
 
 
-def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:
-    """The fields from a config object read by attribute, as PR #4032 reads
-    ``Trainer.Config`` (``config.parallelism.*``, ``config.compile.*``)."""
-    if not any(hasattr(config, s) for s in ("model", "model_spec", *SECTIONS[1:])):
-        raise ConfigError(
-            f"a {type(config).__name__} is not a job config: expected a mapping"
-            " (parsed TOML), a torchtitan config object or None"
-        )
-    settings: dict[str, Setting] = {}
-    for key, (_, default) in FIELDS.items():
-        section, _, name = key.partition(".")
-        holder = getattr(config, section, None)
-        if holder is None and section == "model":  # Trainer.Config: model_spec
-            holder = getattr(config, "model_spec", None)
-        found = holder
-        for part in name.split("."):  # a nested table's field: one at a time
-            found = getattr(found, part, None)
-        if key in overrides:
-            settings[key] = Setting(overrides[key], CLI)
-        elif found is None:
-            # A config object with no ``model.name`` (registry era) names no
-            # model: MoE is then decided by the caller or by the degree.
-            settings[key] = Setting("" if section == "model" else default, DEFAULT)
-        else:  # check_value makes a list a tuple
-            settings[key] = Setting(check_value(key, found, "config"), CONFIG)
-    _check_degrees(settings, "config")
-    return settings
+#: What a TOML value that is no table is: tested before ``Mapping``, whose
+#: test is an ABC's, which costs a TOML launch about 0.35 M instructions the
+#: first time it meets each type (issue #39).
+_NOT_TABLES = (str, int, float, list, tuple)
+
+
+def is_table(value: object) -> bool:
+    """Whether ``value`` is a table of a config: a dict (what TOML parses to)
+    or another mapping (a caller's), told apart at C speed from the values a
+    TOML file holds."""
+    return isinstance(value, dict) or (
+        not isinstance(value, _NOT_TABLES) and isinstance(value, Mapping)
+    )
 
 
 def _lookup(config: Mapping[str, Any] | None, key: str, where: str) -> Any:
@@ -174,7 +160,7 @@ def _lookup(config: Mapping[str, Any] | None, key: str, where: str) -> Any:
         found = found.get(table, _MISSING)
         if found is _MISSING:
             return _MISSING
-        if not isinstance(found, Mapping):
+        if not is_table(found):
             path = ".".join(tables[: depth + 1])
             raise ConfigError(
                 f"a {type(found).__name__}, not a table", _named(where, path)
@@ -206,7 +192,7 @@ def check_value(key: str, value: Any, where: str) -> Value:
     return tuple(value) if kind == "list" else value
 
 
-def _check_degrees(settings: dict[str, Setting], where: str) -> None:
+def check_degrees(settings: dict[str, Setting], where: str) -> None:
     """torchtitan's ``ParallelDims`` rejects these; so do we, naming the field
     where its value came from (the command line's flag, or the config)."""
     for key, setting in settings.items():
@@ -235,7 +221,8 @@ def _short(value: Any) -> str:
 #: Most edits (insert, delete, replace) between a typo and the field it means.
 MAX_EDITS = 2
 #: torchtitan's own fields in those sections that are not ours (0.2.2, the last
-#: TOML-era release, ``JobConfig``): none is a typo, so none is compared.
+#: TOML-era release, ``JobConfig``): none is a typo, so none is compared, and a
+#: config of torchtitan's own names runs no search (issue #39).
 TORCHTITAN_FIELDS = frozenset({
     "model.hf_assets_path", "model.tokenizer_path", "model.converters",
     "model.print_after_conversion", "parallelism.fsdp_reshard_after_forward",
@@ -251,7 +238,19 @@ TORCHTITAN_FIELDS = frozenset({
     "parallelism.context_parallel_rotate_method",
     "parallelism.expert_tensor_parallel_degree",
     "parallelism.expert_parallel_comm_backend", "compile.enable",
-    "compile.components", "compile.backend",
+    "compile.components", "compile.backend", "training.dataset",
+    "training.dataset_path", "training.local_batch_size",
+    "training.global_batch_size", "training.seq_len", "training.max_norm",
+    "training.steps", "training.enable_cpu_offload", "training.dtype",
+    "training.mixed_precision_param", "training.mixed_precision_reduce",
+    "training.gc_freq", "training.gc_debug", "training.dataloader",
+})  # fmt: skip
+#: torchtitan's own sections that are not ours (0.2.2, ``JobConfig``): none is
+#: a typo of one of ours, so none is compared.
+TORCHTITAN_SECTIONS = frozenset({
+    "job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint",
+    "activation_checkpoint", "quantize", "comm", "memory_estimation",
+    "fault_tolerance", "experimental", "validation", "debug",
 })  # fmt: skip
 
 
@@ -262,6 +261,8 @@ def near_miss(name: str) -> str | None:
     if name in FIELDS or name in TORCHTITAN_FIELDS:
         return None
     section = name.partition(".")[0]
+    if section in TORCHTITAN_SECTIONS:
+        return None
     if section not in SECTIONS and not any(
         edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
     ):
@@ -273,8 +274,7 @@ def near_miss(name: str) -> str | None:
 
 
 #: :func:`shorthands`, derived once: :func:`near_miss` asks it for every key of
-#: our sections that is not ours (``parallelism.pipeline_parallel_schedule``),
-#: on the success path of every TOML launch.
+#: our sections that is no field of ours nor of torchtitan's.
 _shorthands: dict[str, str] = {}
 
 
@@ -341,10 +341,12 @@ CUSTOM_CONFIG_MODULE = "custom_config_module"
 def check_near_misses(config: Mapping[str, Any], where: str) -> None:
     """``ConfigError`` for a table or key of a parsed TOML job config that is a
     typo of one the model reads, naming the one it means."""
-    job = config.get("job")
-    if isinstance(job, Mapping) and job.get(CUSTOM_CONFIG_MODULE):
+    job = config.get("job") or {}
+    if is_table(job) and job.get(CUSTOM_CONFIG_MODULE):
         return
     for section, table in config.items():
+        if section in TORCHTITAN_SECTIONS:
+            continue
         if section not in SECTIONS:
             for ours in SECTIONS:
                 if edits_within(section, ours, MAX_EDITS):
@@ -352,7 +354,7 @@ def check_near_misses(config: Mapping[str, Any], where: str) -> None:
                         f"not a torchtitan section; did you mean [{ours}]?",
                         _named(where, f"[{section}]"),
                     )
-        elif isinstance(table, Mapping):
+        elif is_table(table):
             _check_table(table, section, where)
 
 
@@ -366,7 +368,7 @@ def _check_table(table: Mapping[str, Any], path: str, where: str) -> None:
                 f"not a torchtitan field; did you mean {meant}?",
                 _named(where, f"{path}.{key}"),
             )
-        if isinstance(value, Mapping):
+        if is_table(value):
             _check_table(value, f"{path}.{key}", where)
 
 
