@@ -294,8 +294,12 @@ def _value(
     if environ.get(QUEUES) == str(rec.queues):  # a parent of ours set it: said there
         text = f"{QUEUES}={rec.queues} as set by the parent process"
         return Outcome(SKIP, text, rec=rec, marker=marked)
-    where = ", from the cached --module/--config evaluation" if cached else ""
+    where = CACHED if cached else ""
     return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
+
+
+#: What a value's line adds when the value came from the cache.
+CACHED = ", from the cached --module/--config evaluation"
 
 
 def left_out_lines(rec: Recommendation) -> list[str]:
