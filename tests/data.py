@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("ROCM_HWQ_CORPUS") or ROOT.parent / "shared" / "corpus")
 TOML_DIR = CORPUS / "torchtitan-toml"
 TRACE_DIR = CORPUS / "traces"
+#: torchtitan v0.2.2's ``torchtitan/config/job_config.py`` (``JobConfig``).
+JOB_CONFIG_SOURCE = CORPUS / "config" / "job_config.py"
 #: How to get a corpus, in one command.
 MAKE_CORPUS = 'eval "$(python tools/corpus.py ~/.cache/rocm-hwq-corpus)"'
 
