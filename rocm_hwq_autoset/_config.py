@@ -350,6 +350,8 @@ def near_miss(name: str) -> str | None:
     if name in FIELDS or is_torchtitans(name):
         return None
     section = name.partition(".")[0]
+    if section in JOB_CONFIG[""] and section not in SECTIONS:
+        return None  # torchtitan's own section: no field of ours is there
     if section not in SECTIONS and not any(
         edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
     ):

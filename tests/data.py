@@ -40,7 +40,8 @@ def corpus_dir(folder: Path) -> Path:
         absent = f"{folder} is absent" if given else "ROCM_HWQ_CORPUS is unset"
         pytest.skip(
             f"{absent}: the corpus (every TOML job config torchtitan"
-            " shipped before its config refactor, three real profiler traces)"
+            " shipped before its config refactor, the source of its JobConfig,"
+            " three real profiler traces)"
             " is the folder ROCM_HWQ_CORPUS names; make one from torchtitan"
             f" v0.2.2 and HolisticTraceAnalysis (git clone) with: {MAKE_CORPUS}."
             " The tests' own data (tests/data.py) covers the rest"
