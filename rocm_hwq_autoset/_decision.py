@@ -131,24 +131,27 @@ class Outcome:
         rank and every skip or detail in verbose mode; nothing when quiet. In
         verbose mode a recommendation's line is followed by one line for each
         stream the model leaves out that the config turns on
-        (:func:`left_out_lines`)."""
+        (:func:`left_out_lines`). A value's line comes after a warning for
+        each group of inputs torchtitan refuses that the model does not read
+        (:func:`unknown_warnings`)."""
         level, _ = log_level(environ)
         if level == QUIET:
             return None
         quiet_by_default = self.level in (SKIP, DETAIL)
         if level != VERBOSE and (quiet_by_default or not prints_for_node(environ)):
             return None
-        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
-                WARNING: "warning: "}[self.level]  # fmt: skip
-        said = PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
+        said = self._said()
         if self.level == SET and self.rec is not None and self.rec.unknown:
-            said = "".join(
-                PREFIX + fit(f"warning: {w.text}", w.tail, MAX_LINE - len(PREFIX))
-                + "\n" for w in unknown_warnings(self.rec)
-            ) + said  # fmt: skip
+            said = "".join(w._said() for w in unknown_warnings(self.rec)) + said
         if level == VERBOSE and self.rec is not None:
             said += "".join(left_out_lines(self.rec))
         return said
+
+    def _said(self) -> str:
+        """Its own line, prefix and newline included."""
+        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
+                WARNING: "warning: "}[self.level]  # fmt: skip
+        return PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
 
     def __repr__(self) -> str:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
