@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -28,9 +29,12 @@ import time
 import uuid
 from pathlib import Path
 
-from _venvs import base_env, make_venv, purelib
+from _venvs import ROOT, base_env, make_venv, purelib
 
-SITECUSTOMIZE = r"""
+#: What tools/torchtitan_venv.py holds for the tests and the benchmarks alike.
+TOOLS = runpy.run_path(str(ROOT / "tools" / "torchtitan_venv.py"))
+SITECUSTOMIZE = (
+    r"""
 import os, sys
 _argv = list(getattr(sys, "orig_argv", []))
 if not _argv:  # Python 3.9: the whole command line is the kernel's
@@ -39,28 +43,15 @@ if not _argv:  # Python 3.9: the whole command line is the kernel's
             _argv = [os.fsdecode(w) for w in _line.read().split(b"\0")[:-1]]
     except OSError:
         pass
-def _unrecorded(name):
-    # Read where no recording sees it: the evaluating child runs site (and so
-    # this file) under its recorder, and a per-launch log path must not become
-    # a dependency of the entry (every relaunch would be stale).
-    with open("/proc/self/environ", "rb") as f:
-        for item in f.read().split(b"\0"):
-            key, _, value = item.partition(b"=")
-            if key == name.encode():
-                return value.decode()
-    return None
+"""
+    + TOOLS["PROBE"]
+    + r"""
 _log = _unrecorded("EVAL_LOG")
 if any("rocm_hwq_autoset._evaluation.child" in a for a in _argv) and _log:
-    def _count(event, args, seen=[]):
-        if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
-            seen.append(1)
-            # A check runs at SCHED_IDLE from its start (a launcher's, or the
-            # node's one child checking a peer's answer); an evaluation only
-            # after it answered.
-            check = os.sched_getscheduler(0) == getattr(os, "SCHED_IDLE", -1)
-            with open(_log, "a") as log:  # a background check marked as one
-                log.write("%d%s\n" % (os.getpid(), " check" * check))
-    sys.addaudithook(_count)
+    def _evaluating(check):
+        with open(_log, "a") as log:  # a background check marked as one
+            log.write("%d%s\n" % (os.getpid(), " check" * check))
+    _on_torchtitan_import(_evaluating)
 elif (sys.argv[0] == "-m" and len(_argv) > len(sys.argv)
       and _argv[len(_argv) - len(sys.argv)] == "torchtitan.train"):
     _how = os.environ.get("PROBE", "")
@@ -75,6 +66,7 @@ elif (sys.argv[0] == "-m" and len(_argv) > len(sys.argv)
     atexit._run_exitfuncs()  # as a process that ends normally: the hook lets
     os._exit(0)  # an evaluation that answered store its answer first
 """
+)
 TORCHRUN = """#!{python}
 import re
 import sys
@@ -147,18 +139,7 @@ class World:
 
     def left_behind(self) -> list[int]:
         """Processes still running that carry this world's token."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().split(") ")[1][0]
-            except (OSError, IndexError):
-                continue
-            if f"{TOKEN}={self.token}".encode() in environ and state != "Z":
-                found.append(int(entry.name))
-        return found
+        return TOOLS["carrying"](f"{TOKEN}={self.token}")
 
     def end_all(self) -> None:
         """Kill what a failed launch left running (by pid, only ours)."""

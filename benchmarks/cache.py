@@ -100,14 +100,15 @@ training = sys.argv[1:]
 cache, _ = open_cache(os.environ, create=False)
 # The entry of the launches measured: torchrun's, whose workers run -m here.
 launch = Launch("--module", training, False)
-entry = key(training, os.environ, interpreter_of(launch, os.environ))
+runs = interpreter_of(launch, os.environ)
+entry = key(training, os.environ, runs)
 cache.evaluated(entry)  # a relaunch the bound on unchecked hits lets through
 found, how = cache.lookup(entry, os.environ)
 assert found is not None, how
 said = []
 start = time.perf_counter()
 child = start_check(launch, {**os.environ, "ROCM_HWQ_AUTOSET_LOG": "quiet"}, cache,
-                    entry, found.config, lambda outcome, *a, **k: said.append(
+                    entry, runs, found.config, lambda outcome, *a, **k: said.append(
                         outcome.message))
 assert child is not None, said
 verdict = child.read_line(time.monotonic() + 3600)

@@ -2,8 +2,9 @@
 models with each override of the list below: ``explain --json --no-cache
 --module M --config FN [override]``, run with this checkout's wheel over the
 real torchtitan 0.3.0 and the CPU torch 2.13.0, one line of a Markdown table
-per case. (``tests/torchtitan/test_recipes.py`` checks the same recipes
-against PR #4032's model; this list is the benchmark's own.)
+per case. (``tests/torchtitan/test_recipes.py`` checks the same recipes,
+``tools/torchtitan_venv.py``'s one list, against PR #4032's model; the
+overrides are the benchmark's own.)
 
     python benchmarks/recipes.py [--torchtitan PYTHON] [--jobs 2] [--quick]
 
@@ -17,42 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import runpy
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from _launches import light_venv, torchtitan_python
-from _venvs import base_env, build_wheel, machine, workdir
+from _venvs import ROOT, base_env, build_wheel, machine, workdir
 
-RECIPES = {
-    "graph_trainer.deepseek_v3": [
-        "graph_trainer_deepseek_v3_debugmodel",
-        "graph_trainer_deepseek_v3_debugmodel_mxfp8",
-        "graph_trainer_deepseek_v3_debugmodel_hybridep",
-        "graph_trainer_deepseek_v3_debugmodel_minimal_async_ep",
-        "graph_trainer_deepseek_v3_debugmodel_eager_pp",
-        "graph_trainer_deepseek_v3_16b",
-        "graph_trainer_deepseek_v3_16b_minimal_async_ep",
-        "graph_trainer_deepseek_v3_16b_sdpa",
-        "graph_trainer_deepseek_v3_671b",
-    ],
-    "graph_trainer.llama3": [
-        "graph_trainer_llama3_debugmodel",
-        "graph_trainer_llama3_debugmodel_dist_gemm",
-        "graph_trainer_llama3_debugmodel_sdpa",
-        "graph_trainer_llama3_debugmodel_sdpa_cross_entropy_loss",
-        "graph_trainer_llama3_debugmodel_sdpa_eager",
-        "graph_trainer_llama3_8b",
-        "graph_trainer_llama3_8b_mxfp8",
-        "graph_trainer_llama3_70b",
-        "graph_trainer_llama3_405b",
-    ],
-    "graph_trainer.qwen3": [
-        "graph_trainer_qwen3_debugmodel",
-        "graph_trainer_qwen3_debugmodel_moe",
-        "graph_trainer_qwen3_14b",
-    ],
-    "graph_trainer.muse_glimmer": ["graph_trainer_muse_glimmer_debugmodel"],
-}
+#: Every graph_trainer recipe torchtitan 0.3.0 ships (one list, the tools').
+RECIPES = runpy.run_path(str(ROOT / "tools" / "torchtitan_venv.py"))["RECIPES"]
 #: Overrides applied to each debug model.
 OVERRIDES = [
     [],

@@ -1,4 +1,6 @@
-"""The public API: :func:`recommend`, the stream model for a config in hand."""
+"""The public API: :func:`recommend`, the stream model for a config in hand;
+and :func:`from_object`, a config object read as PR #4032 reads it, which the
+``--module`` evaluation's registry reads too (a TOML launch never does)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._argv import MODULE, TOML, cli_overrides, unknown_inputs
-from ._config import ConfigError, from_object, merge
+from ._config import (
+    CLI,
+    CONFIG,
+    DEFAULT,
+    FIELDS,
+    SECTIONS,
+    ConfigError,
+    Setting,
+    check_degrees,
+    check_value,
+    merge,
+)
 from ._model import Recommendation, read_inputs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from ._config import Value
 
 
 def recommend(
@@ -71,3 +86,32 @@ def recommend(
     moe = None if is_moe is None else (is_moe, "given")
     inputs = read_inputs(settings, moe, toolkit_passes=form.toolkit_passes)
     return Recommendation(inputs, world_size, settings, unknown)
+
+
+def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:
+    """The fields from a config object read by attribute, as PR #4032 reads
+    ``Trainer.Config`` (``config.parallelism.*``, ``config.compile.*``)."""
+    if not any(hasattr(config, s) for s in ("model", "model_spec", *SECTIONS[1:])):
+        raise ConfigError(
+            f"a {type(config).__name__} is not a job config: expected a mapping"
+            " (parsed TOML), a torchtitan config object or None"
+        )
+    settings: dict[str, Setting] = {}
+    for key, (_, default) in FIELDS.items():
+        section, _, name = key.partition(".")
+        holder = getattr(config, section, None)
+        if holder is None and section == "model":  # Trainer.Config: model_spec
+            holder = getattr(config, "model_spec", None)
+        found = holder
+        for part in name.split("."):  # a nested table's field: one at a time
+            found = getattr(found, part, None)
+        if key in overrides:
+            settings[key] = Setting(overrides[key], CLI)
+        elif found is None:
+            # A config object with no ``model.name`` (registry era) names no
+            # model: MoE is then decided by the caller or by the degree.
+            settings[key] = Setting("" if section == "model" else default, DEFAULT)
+        else:  # check_value makes a list a tuple
+            settings[key] = Setting(check_value(key, found, "config"), CONFIG)
+    check_degrees(settings, "config")
+    return settings

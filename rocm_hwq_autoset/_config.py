@@ -123,42 +123,13 @@ def merge(
             settings[key] = Setting(default, DEFAULT)
         else:
             settings[key] = Setting(check_value(key, found, where), TOML)
-    _check_degrees(settings, where)
+    check_degrees(settings, where)
     return settings
 
 
 def _named(where: str, name: str) -> str:
     """How an error names a field of a config read from ``where``."""
     return f"{where}: {name}" if where else name
-
-
-def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:
-    """The fields from a config object read by attribute, as PR #4032 reads
-    ``Trainer.Config`` (``config.parallelism.*``, ``config.compile.*``)."""
-    if not any(hasattr(config, s) for s in ("model", "model_spec", *SECTIONS[1:])):
-        raise ConfigError(
-            f"a {type(config).__name__} is not a job config: expected a mapping"
-            " (parsed TOML), a torchtitan config object or None"
-        )
-    settings: dict[str, Setting] = {}
-    for key, (_, default) in FIELDS.items():
-        section, _, name = key.partition(".")
-        holder = getattr(config, section, None)
-        if holder is None and section == "model":  # Trainer.Config: model_spec
-            holder = getattr(config, "model_spec", None)
-        found = holder
-        for part in name.split("."):  # a nested table's field: one at a time
-            found = getattr(found, part, None)
-        if key in overrides:
-            settings[key] = Setting(overrides[key], CLI)
-        elif found is None:
-            # A config object with no ``model.name`` (registry era) names no
-            # model: MoE is then decided by the caller or by the degree.
-            settings[key] = Setting("" if section == "model" else default, DEFAULT)
-        else:  # check_value makes a list a tuple
-            settings[key] = Setting(check_value(key, found, "config"), CONFIG)
-    _check_degrees(settings, "config")
-    return settings
 
 
 #: What a TOML value that is no table is: tested before ``Mapping``, whose
@@ -219,7 +190,7 @@ def check_value(key: str, value: Any, where: str) -> Value:
     return tuple(value) if kind == "list" else value
 
 
-def _check_degrees(settings: dict[str, Setting], where: str) -> None:
+def check_degrees(settings: dict[str, Setting], where: str) -> None:
     """torchtitan's ``ParallelDims`` rejects these; so do we, naming the field
     where its value came from (the command line's flag, or the config)."""
     for key, setting in settings.items():
@@ -363,8 +334,7 @@ def near_miss(name: str) -> str | None:
 
 
 #: :func:`shorthands`, derived once: :func:`near_miss` asks it for every key of
-#: our sections that is not ours (``parallelism.pipeline_parallel_schedule``),
-#: on the success path of every TOML launch.
+#: our sections that is no field of ours nor of torchtitan's.
 _shorthands: dict[str, str] = {}
 
 

@@ -23,6 +23,7 @@ PR's; why Q leaves each out, and the ``verify`` command that settles it, are
 from __future__ import annotations
 
 from ._config import ConfigError
+from ._environ import WORLD_SIZE
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ def resolve_shard(inputs: Inputs, world_size: int | None) -> int | None:
             f"dp_replicate({inputs.dp_replicate}) * dp_shard({shard}) *"
             f" cp({inputs.cp}) * tp({inputs.tp}) * pp({inputs.pp}) is not"
             f" {world_size} ranks: torchtitan's ParallelDims refuses the job",
-            "WORLD_SIZE",
+            WORLD_SIZE,
         )
     return shard
 

@@ -630,7 +630,7 @@ def explain_command(found: Proc) -> str | None:
         return None
     import shlex
 
-    world = (found.environ or {}).get("WORLD_SIZE")
+    world = (found.environ or {}).get(WORLD_SIZE)
     size = f" --world-size {shlex.quote(world)}" if world else ""
     args = " ".join(shlex.quote(a) for a in found.launch.args)
     return f"{NAME} explain{size} -- {args}"

@@ -27,6 +27,83 @@ REQUIREMENTS = "torch==2.13.0 torchtitan==0.3.0 triton"
 VARIABLE = "ROCM_HWQ_TORCHTITAN"
 #: The Python torch 2.13.0's CPU wheel on this machine is for.
 PYTHON = "3.11"
+#: What the probes of the tests and the benchmarks of the real torchtitan
+#: share (``sitecustomize`` source, after ``import os, sys``). ``_unrecorded``
+#: reads a variable where no recording sees it: the evaluating child runs
+#: ``site``, and so the probe, under its recorder, and a per-launch log path
+#: must not become a dependency of the entry (through ``os.environ`` it did:
+#: every relaunch was stale). ``_on_torchtitan_import(then)``: in this
+#: package's evaluating child, ``then(check)`` once, at its first import of
+#: torchtitan; ``check``: it is a background check, which runs at
+#: ``SCHED_IDLE`` from its start (a launcher's, or the node's one child
+#: checking a peer's answer or the entry), where an evaluation goes there only
+#: after it answered.
+PROBE = r"""
+def _unrecorded(name):
+    with open("/proc/self/environ", "rb") as f:
+        for item in f.read().split(b"\0"):
+            key, _, value = item.partition(b"=")
+            if key == name.encode():
+                return value.decode()
+    return None
+def _on_torchtitan_import(then):
+    def _count(event, args, seen=[]):
+        if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
+            seen.append(1)
+            then(os.sched_getscheduler(0) == getattr(os, "SCHED_IDLE", -1))
+    sys.addaudithook(_count)
+"""
+#: The graph_trainer recipes torchtitan 0.3.0 ships, by config registry module:
+#: the one list its tests (tests/torchtitan/test_recipes.py) and its benchmark
+#: (benchmarks/recipes.py) read, each with ``runpy.run_path``.
+RECIPES = {
+    "graph_trainer.deepseek_v3": [
+        "graph_trainer_deepseek_v3_debugmodel",
+        "graph_trainer_deepseek_v3_debugmodel_mxfp8",
+        "graph_trainer_deepseek_v3_debugmodel_hybridep",
+        "graph_trainer_deepseek_v3_debugmodel_minimal_async_ep",
+        "graph_trainer_deepseek_v3_debugmodel_eager_pp",
+        "graph_trainer_deepseek_v3_16b",
+        "graph_trainer_deepseek_v3_16b_minimal_async_ep",
+        "graph_trainer_deepseek_v3_16b_sdpa",
+        "graph_trainer_deepseek_v3_671b",
+    ],
+    "graph_trainer.llama3": [
+        "graph_trainer_llama3_debugmodel",
+        "graph_trainer_llama3_debugmodel_dist_gemm",
+        "graph_trainer_llama3_debugmodel_sdpa",
+        "graph_trainer_llama3_debugmodel_sdpa_cross_entropy_loss",
+        "graph_trainer_llama3_debugmodel_sdpa_eager",
+        "graph_trainer_llama3_8b",
+        "graph_trainer_llama3_8b_mxfp8",
+        "graph_trainer_llama3_70b",
+        "graph_trainer_llama3_405b",
+    ],
+    "graph_trainer.qwen3": [
+        "graph_trainer_qwen3_debugmodel",
+        "graph_trainer_qwen3_debugmodel_moe",
+        "graph_trainer_qwen3_14b",
+    ],
+    "graph_trainer.muse_glimmer": ["graph_trainer_muse_glimmer_debugmodel"],
+}
+
+
+def carrying(token: str) -> list[int]:
+    """The processes still running (no zombie) whose environment holds
+    ``token``: what the launches of a test or a benchmark of the real
+    torchtitan left behind."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().split(") ")[1][0]
+        except (OSError, IndexError):
+            continue
+        if token.encode() in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def pyenv_root() -> Path:

@@ -55,10 +55,10 @@ import os
 import sys
 import time
 from collections.abc import Iterator, KeysView, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._config import ConfigError, read_open
-from .._environ import LOCAL_RANKS
+from .._environ import LOCAL_RANKS, SWITCH
 
 #: Variables that never change what a config builds, although the evaluation may
 #: read them by name: per-rank and per-node identifiers, per-job identifiers
@@ -98,11 +98,13 @@ NOT_CONFIG = frozenset({
     "TERM_PROGRAM_VERSION", "TERM_SESSION_ID", "XDG_SESSION_ID",
     "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME",
 })  # fmt: skip
+#: This package's own variables, each named after the switch: never a
+#: dependency, not even by presence.
+OURS = SWITCH
 #: Prefixes of such variables: torch elastic's per-run ones, the PMIx server's
 #: and Open MPI's runtime's per-job ones, SSH's session, this package's own.
 NOT_CONFIG_PREFIXES = (
-    "TORCHELASTIC_", "PMIX_SERVER_", "PMIX_DSTORE_", "OMPI_MCA_orte_", "SSH_",
-    "ROCM_HWQ_AUTOSET",
+    "TORCHELASTIC_", "PMIX_SERVER_", "PMIX_DSTORE_", "OMPI_MCA_orte_", "SSH_", OURS,
 )  # fmt: skip
 #: The GPUs HIP and CUDA can see: the key holds how many each lists, so they do
 #: not count by value (ranks bound to one GPU each share one evaluation).
@@ -149,10 +151,6 @@ def counts(name: str) -> bool:
         and name not in DEVICES
         and not name.startswith(NOT_CONFIG_PREFIXES)
     )
-
-
-#: This package's own variables: never a dependency, not even by presence.
-OURS = "ROCM_HWQ_AUTOSET"
 
 
 def counts_by_presence(name: str) -> bool:
@@ -382,7 +380,8 @@ class Recorder:
             files[path] = self._file(path, None, None)
         user_site = _user_site()
         if user_site is not None and not os.path.exists(user_site):
-            files[user_site] = [*_stamp(user_site), None, False]  # must stay missing
+            # It must stay missing.
+            files[user_site] = FileRecord._make([*_stamp(user_site), None, False])
         lookups = set(self.searched)
         lookups.update((name, None) for name in SITE_LOOKUPS)
         searched = _import_dirs(lookups)
@@ -426,7 +425,7 @@ class Recorder:
 
     def _file(
         self, path: str, then: list[int | None] | None, when: int | None
-    ) -> list[Any]:
+    ) -> FileRecord:
         """A file's record: its stamp, the hash of its bytes (None for one too
         big, or missing), and whether it is racy as of when it was read
         (``when``; now, for one stamped only now): then it counts by the hash
@@ -445,7 +444,25 @@ class Recorder:
                 raise ChangedDuring(f"{path} changed as the evaluation ran")
             if path in self.digests and self.digests[path] != digest:
                 raise ChangedDuring(f"{path} changed during the evaluation")
-        return [*now, digest, racy]
+        return FileRecord._make([*now, digest, racy])
+
+
+class FileRecord(NamedTuple):
+    """A file an evaluation read, as its record keeps it (after its path, in
+    this order, in an entry's JSON): its stamp (:func:`_stamp`), the hash of
+    its bytes (None for one too big, or missing), and whether it was racy as
+    of when it was read (then it counts by the hash alone)."""
+
+    mtime: int | None
+    size: int | None
+    inode: int | None
+    ctime: int | None
+    digest: str | None
+    racy: bool
+
+    @property
+    def stamp(self) -> list[int | None]:
+        return [self.mtime, self.size, self.inode, self.ctime]
 
 
 def _folder(flags: object) -> bool:
@@ -828,11 +845,12 @@ def changed(deps: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
     for name, present in deps.get("present", {}).items():
         if (name in environ) is not present:
             return f"{name} appeared or went"
-    for path, mtime, size, inode, ctime, digest, racy in deps["files"]:
+    for path, *kept in deps["files"]:
+        file = FileRecord._make(kept)
         now = _stamp(path)
-        if now == [mtime, size, inode, ctime] and not racy:
+        if now == file.stamp and not file.racy:
             continue
-        if digest is None or now[0] is None or _digest(path) != digest:
+        if file.digest is None or now[0] is None or _digest(path) != file.digest:
             return f"{path} changed"  # by its bytes, where they were hashed
     for path, stamp, names, entries, racy in deps["dirs"]:
         now = _dir_stamp(path)

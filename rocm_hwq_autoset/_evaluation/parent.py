@@ -176,9 +176,12 @@ class Lookup:
     (:attr:`error`); and, in words, why the cache was not used
     (:attr:`cache_said`) and what a command's report says of it (:attr:`how`)."""
 
-    def __init__(self, cache: Cache | None, cache_key: str) -> None:
+    def __init__(self, cache: Cache | None, cache_key: str, runs: Interpreter) -> None:
         self.cache = cache
         self.key = cache_key
+        self.runs = runs
+        """The interpreter that evaluates (the training's), found once: its
+        key's part, and what the background check of a hit runs."""
         self.hit: Entry | None = None
         self.evaluation: Evaluation | None = None
         self.error: ConfigError | None = None
@@ -218,7 +221,7 @@ def lookup_or_spawn(
         except ConfigError as exc:
             switch_error = exc
     runs = interpreter_of(launch, environ)
-    found = Lookup(cache, key(launch.args, environ, runs))
+    found = Lookup(cache, key(launch.args, environ, runs), runs)
     found.switch_error, found.no_cache = switch_error, no_cache
     if cache is not None and not fresh:
         found.hit, found.missed = cache.lookup(found.key, environ, take=takes)
@@ -295,7 +298,7 @@ def start(launch: Launch, apply: Apply) -> None:
         apply(outcome)
         if ours:  # the hit is noted (lookup_or_spawn): now it is checked
             check = start_check(launch, before, found.cache, found.key,
-                                found.hit.config, apply)  # fmt: skip
+                                found.runs, found.hit.config, apply)  # fmt: skip
             if check is not None and not launch.in_process:
                 Waiter(launch, apply, outcome=outcome, check=check).install()
         return
@@ -313,6 +316,7 @@ def start_check(
     environ: Mapping[str, str],
     cache: Cache,
     cache_key: str,
+    runs: Interpreter,
     taken: Config,
     apply: Apply,
 ) -> Child | None:
@@ -324,13 +328,14 @@ def start_check(
     and says so, itself, in one line on this process's stderr when its answer
     differs (nothing at all when the log level is quiet), then prints its
     verdict. This process never waits for it. A check that cannot start is one
-    line in verbose mode, and the entry stays as it is; never a failure."""
+    line in verbose mode, and the entry stays as it is; never a failure.
+    ``runs``: the interpreter that evaluates, as the look-up found it."""
     level, _ = log_level(environ)
     options = ["--parent", str(os.getpid()), "--cache", cache.path,
                "--key", cache_key, "--check", encode_inputs(taken.inputs)]  # fmt: skip
     try:
-        child = Child(interpreter_of(launch, environ), options, launch.args,
-                      environ, say=level != QUIET)  # fmt: skip
+        child = Child(runs, options, launch.args, environ,
+                      say=level != QUIET)  # fmt: skip
     except Exception as exc:
         apply(Outcome(DETAIL, f"cache: the background check cannot start: {exc}",
                       "the cached value stays"))  # fmt: skip

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._api import from_object
 from .._argv import (
     CONFIG_FLAG,
     MODULE,
@@ -20,7 +21,7 @@ from .._argv import (
     module_args,
     suggest_flag,
 )
-from .._config import CLI, ConfigError, Setting, from_object
+from .._config import CLI, ConfigError, Setting
 from .._model import Config, read_inputs
 
 #: A list torchtitan puts in a message (the available config functions, the

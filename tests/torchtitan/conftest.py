@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import re
+import runpy
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from ..helpers import NO_TORCHTITAN, missing, shared_root
+from ..helpers import NO_TORCHTITAN, ROOT, missing, shared_root
 
 #: A training process's last act where it is to outlast the evaluations its
 #: test's launches began (``PROBE_OUTLAST``): wait, 120 s at most, until each has
@@ -64,39 +65,29 @@ def outlast(log):
         os.close(fd)
 """
 
+#: What tools/torchtitan_venv.py holds for the tests and the benchmarks alike
+#: (``PROBE``: the probe's variable reader, and its hook on torchtitan's import).
+TOOLS = runpy.run_path(str(ROOT / "tools" / "torchtitan_venv.py"))
+
 SITECUSTOMIZE = (
     OUTLAST
     + r"""
 import json, os, sys
 argv = list(getattr(sys, "orig_argv", []))
-def _unrecorded(name):
-    # Read where no recording sees it (as benchmarks/_launches.py does): the
-    # evaluating child runs site, and so this file, under its recorder, and each
-    # test's own log path must not become a dependency of the entry (through
-    # os.environ it did: every relaunch was stale).
-    with open("/proc/self/environ", "rb") as f:
-        for item in f.read().split(b"\0"):
-            key, _, value = item.partition(b"=")
-            if key == name.encode():
-                return value.decode()
-    return None
+"""
+    + TOOLS["PROBE"]
+    + r"""
 _log = _unrecorded("EVAL_LOG")
 if any("rocm_hwq_autoset._evaluation.child" in a for a in argv) and _log:
-    def _count(event, args, seen=[]):
-        if not seen and event == "import" and str(args[0]).startswith("torchtitan"):
-            seen.append(1)
-            # A check runs at SCHED_IDLE from its start (a launcher's, or the
-            # node's one child checking a peer's answer or the entry); an
-            # evaluation only after it answered (benchmarks/_launches.py's rule).
-            check = os.sched_getscheduler(0) == getattr(os, "SCHED_IDLE", -1)
-            with open(_log + ".checks" if check else _log, "a") as log:
-                log.write(f"{os.getpid()}\n")
-            if not check:  # held until this evaluation ends: see OUTLAST
-                import fcntl
-                fd = os.open(f"{_log}.running.{os.getpid()}",
-                             os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-    sys.addaudithook(_count)
+    def _evaluating(check):  # a check's pid apart, in EVAL_LOG.checks
+        with open(_log + ".checks" if check else _log, "a") as log:
+            log.write(f"{os.getpid()}\n")
+        if not check:  # held until this evaluation ends: see OUTLAST
+            import fcntl
+            fd = os.open(f"{_log}.running.{os.getpid()}",
+                         os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    _on_torchtitan_import(_evaluating)
 elif sys.argv[0].endswith("/torchrun") and _log:  # the launcher: note its first
     import subprocess  # worker start, where a pending evaluation is waited for
 
@@ -253,17 +244,7 @@ class Launches:
 
     def left_behind(self) -> list[int]:
         """Processes still running that carry this test's token."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-                state = (entry / "stat").read_text().split(") ")[1][0]
-            except OSError:
-                continue
-            if self.token.encode() in environ and state != "Z":
-                found.append(int(entry.name))
+        found: list[int] = TOOLS["carrying"](self.token)
         return found
 
     def end_all(self) -> None:

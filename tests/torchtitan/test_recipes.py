@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from ..helpers import ROOT
 
 #: One worker builds every case (a module fixture) and runs the tests of them.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("recipes")]
@@ -44,36 +47,8 @@ for args in json.loads(sys.argv[1]):
     "overlap": getattr(k, "enable_fsdp_ag_rs_overlap", False),
   }), flush=True)
 """
-RECIPES = {
-    "graph_trainer.deepseek_v3": [
-        "graph_trainer_deepseek_v3_debugmodel",
-        "graph_trainer_deepseek_v3_debugmodel_mxfp8",
-        "graph_trainer_deepseek_v3_debugmodel_hybridep",
-        "graph_trainer_deepseek_v3_debugmodel_minimal_async_ep",
-        "graph_trainer_deepseek_v3_debugmodel_eager_pp",
-        "graph_trainer_deepseek_v3_16b",
-        "graph_trainer_deepseek_v3_16b_minimal_async_ep",
-        "graph_trainer_deepseek_v3_16b_sdpa",
-        "graph_trainer_deepseek_v3_671b",
-    ],
-    "graph_trainer.llama3": [
-        "graph_trainer_llama3_debugmodel",
-        "graph_trainer_llama3_debugmodel_dist_gemm",
-        "graph_trainer_llama3_debugmodel_sdpa",
-        "graph_trainer_llama3_debugmodel_sdpa_cross_entropy_loss",
-        "graph_trainer_llama3_debugmodel_sdpa_eager",
-        "graph_trainer_llama3_8b",
-        "graph_trainer_llama3_8b_mxfp8",
-        "graph_trainer_llama3_70b",
-        "graph_trainer_llama3_405b",
-    ],
-    "graph_trainer.qwen3": [
-        "graph_trainer_qwen3_debugmodel",
-        "graph_trainer_qwen3_debugmodel_moe",
-        "graph_trainer_qwen3_14b",
-    ],
-    "graph_trainer.muse_glimmer": ["graph_trainer_muse_glimmer_debugmodel"],
-}
+#: Every graph_trainer recipe torchtitan 0.3.0 ships (one list, the tools').
+RECIPES = runpy.run_path(str(ROOT / "tools" / "torchtitan_venv.py"))["RECIPES"]
 OVERRIDES = {
     "none": [],
     "ep2": ["--parallelism.expert_parallel_degree", "2"],

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -15,8 +16,11 @@ from rocm_hwq_autoset import ConfigError, recommend
 from rocm_hwq_autoset._config import (
     FIELDS,
     JOB_CONFIG,
+    MAX_EDITS,
+    SECTIONS,
     Setting,
     edits_within,
+    is_table,
     is_torchtitans,
     load_toml,
     merge,
@@ -335,6 +339,19 @@ def test_no_field_of_torchtitans_is_a_typo_of_ours() -> None:
                     holder = holder.setdefault(part, {})
                 holder[name] = 1
     assert unknown_keys(everything, "job.toml") == []
+    # torchtitan's sections without a field of ours: never searched, and no
+    # name of one is a typo of a section of ours (issue #39).
+    for section in JOB_CONFIG[""] - set(SECTIONS):
+        assert near_miss(f"{section}.x") is None, section
+        assert not any(edits_within(section, ours, MAX_EDITS) for ours in SECTIONS)
+
+
+def test_a_table_is_a_dict_or_any_mapping() -> None:
+    assert is_table({}) and is_table(MappingProxyType({"a": 1}))
+    assert not any(is_table(v) for v in ("ab", 1, 1.5, True, ["a"], ("a",), None))
+    # Any mapping is read as a table: a caller's config, not only parsed TOML.
+    assert merge({"parallelism": MappingProxyType({"tensor_parallel_degree": 2})},
+                 {})["parallelism.tensor_parallel_degree"].value == 2  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,8 @@ LAYERS = {
     "_rocm_hwq_autoset_cmdline": 0, "_rocm_hwq_autoset_reinstall": 0,
     # the maintainers' tools: nothing of the tree
     "tools.corpus": 0, "tools.mutation": 0, "tools.mutation_hooks": 0,
-    "tools.phrases": 0, "tools.pth_line": 0, "tools.suite_cpu": 0, "tools.torchtitan_venv": 0,
+    "tools.phrases": 0, "tools.pth_line": 0, "tools.suite_cpu": 0,
+    "tools.torchtitan_venv": 0,
     # the command line, the model (and the inputs' text form), why it leaves
     # out the streams it has no lane for, profiler traces, HIP's queue pools,
     # ROCm detection
