@@ -22,7 +22,6 @@ import sys
 from ._config import (
     CUSTOM_CONFIG_MODULE,
     FIELDS,
-    JOB_CONFIG,
     TORCHTITAN_RELEASE,
     ConfigError,
     custom_module,
@@ -610,7 +609,7 @@ def unknown_flags(args: Sequence[str]) -> list[str]:
         flag = arg.partition("=")[0]
         name = flag[2:].replace("-", "_")
         section, dot, _ = name.partition(".")
-        if not dot or section not in JOB_CONFIG[""] or _is_known(name):
+        if not dot or not is_torchtitans(section) or _is_known(name):
             continue
         table, _, last = name.rpartition(".")
         if last.startswith("no_") and _is_known(f"{table}.{last[3:]}"):

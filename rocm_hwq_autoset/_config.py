@@ -221,88 +221,91 @@ TORCHTITAN_RELEASE = "0.2.2"
 #: torchtitan 0.2.2's ``JobConfig`` (``torchtitan/config/job_config.py``):
 #: each table by its dotted path (``""``: the top level, whose fields are the
 #: sections; ``training.dataloader``: a nested one), with the names of its
-#: fields, tables among them. tests/unit/test_config.py holds it to that file
+#: fields, tables among them, in one string, each name between blanks: a
+#: constant, which costs a start-up nothing to build (frozensets of the same
+#: names cost a TOML launch 0.5 M instructions to import), asked by
+#: :func:`is_torchtitans`. tests/unit/test_config.py holds it to that file
 #: where it can be read. The fields the model reads beyond it (``FIELDS``: the
 #: graph trainer's, a ``job.custom_config_module``'s in the TOML era) are known
 #: too.
 # fmt: off
-JOB_CONFIG: dict[str, frozenset[str]] = {
-    "": frozenset({"job", "profiling", "metrics", "model", "optimizer", "lr_scheduler",
-        "training", "parallelism", "checkpoint", "activation_checkpoint", "compile",
-        "quantize", "comm", "memory_estimation", "fault_tolerance", "experimental",
-        "validation", "debug"}),
-    "job": frozenset({"config_file", "dump_folder", "description", "print_config",
-        "save_config_file", "custom_config_module"}),
-    "profiling": frozenset({"enable_profiling", "save_traces_folder", "profile_freq",
-        "profiler_active", "profiler_warmup", "enable_memory_snapshot",
-        "save_memory_snapshot_folder"}),
-    "metrics": frozenset({"log_freq", "enable_tensorboard", "disable_color_printing",
-        "save_tb_folder", "save_for_all_ranks", "enable_wandb"}),
-    "model": frozenset({"name", "flavor", "hf_assets_path", "tokenizer_path",
-        "converters", "print_after_conversion"}),
-    "optimizer": frozenset({"name", "lr", "beta1", "beta2", "eps", "weight_decay",
-        "implementation", "early_step_in_backward"}),
-    "lr_scheduler": frozenset({"warmup_steps", "total_steps", "decay_ratio",
-        "decay_type", "min_lr_factor"}),
-    "training": frozenset({"dataset", "dataset_path", "local_batch_size",
-        "global_batch_size", "seq_len", "max_norm", "steps", "enable_cpu_offload",
-        "dtype", "mixed_precision_param", "mixed_precision_reduce", "gc_freq",
-        "gc_debug", "dataloader"}),
-    "training.dataloader": frozenset({"num_workers", "persistent_workers", "pin_memory",
-        "prefetch_factor"}),
-    "parallelism": frozenset({"data_parallel_replicate_degree",
-        "data_parallel_shard_degree", "fsdp_reshard_after_forward",
-        "tensor_parallel_degree", "disable_loss_parallel",
-        "enable_async_tensor_parallel", "pipeline_parallel_degree",
-        "module_fqns_per_model_part", "pipeline_parallel_first_stage_less_layers",
-        "pipeline_parallel_last_stage_less_layers",
-        "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
-        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
-        "pipeline_parallel_expert_parallel_overlap", "context_parallel_degree",
-        "context_parallel_load_balancer", "context_parallel_rotate_method",
-        "expert_parallel_degree", "expert_tensor_parallel_degree",
-        "expert_parallel_comm_backend"}),
-    "checkpoint": frozenset({"enable", "enable_ft_dataloader_checkpoints", "folder",
-        "interval", "initial_load_path", "initial_load_model_only",
-        "initial_load_in_hf", "initial_load_in_hf_quantized", "last_save_model_only",
-        "last_save_in_hf", "export_dtype", "async_mode", "keep_latest_k", "load_step",
-        "exclude_from_loading", "enable_first_step_checkpoint",
-        "create_seed_checkpoint", "load_only"}),
-    "activation_checkpoint": frozenset({"mode", "selective_ac_option",
-        "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop", "memory_budget",
-        "visualize_memory_budget_pareto", "preserve_rng_state", "determinism_check",
-        "debug"}),
-    "compile": frozenset({"enable", "components", "backend"}),
-    "quantize": frozenset({"linear", "grouped_mm"}),
-    "quantize.linear": frozenset({"float8", "mx"}),
-    "quantize.linear.float8": frozenset({"enable_fsdp_float8_all_gather",
-        "precompute_float8_dynamic_scale_for_fsdp", "recipe_name", "filter_fqns",
-        "emulate"}),
-    "quantize.linear.mx": frozenset({"mxfp8_dim1_cast_kernel_choice", "recipe_name",
-        "filter_fqns"}),
-    "quantize.grouped_mm": frozenset({"float8", "mx"}),
-    "quantize.grouped_mm.float8": frozenset({"fqns"}),
-    "quantize.grouped_mm.mx": frozenset({"recipe_name", "fqns"}),
-    "comm": frozenset({"init_timeout_seconds", "train_timeout_seconds",
-        "trace_buf_size", "save_traces_folder", "save_traces_file_prefix", "mode"}),
-    "memory_estimation": frozenset({"enable", "disable_fake_mode"}),
-    "fault_tolerance": frozenset({"enable", "process_group", "process_group_timeout_ms",
-        "replica_id", "group_size", "min_replica_size", "semi_sync_method"}),
-    "experimental": frozenset({"custom_import", "custom_args_module"}),
-    "validation": frozenset({"enable", "dataset", "dataset_path", "local_batch_size",
-        "seq_len", "freq", "steps", "dataloader"}),
-    "validation.dataloader": frozenset({"num_workers", "persistent_workers",
-        "pin_memory", "prefetch_factor"}),
-    "debug": frozenset({"seed", "deterministic", "deterministic_warn_only",
-        "moe_force_load_balance"}),
+JOB_CONFIG: dict[str, str] = {
+    "": " job profiling metrics model optimizer lr_scheduler training "
+        "parallelism checkpoint activation_checkpoint compile quantize comm "
+        "memory_estimation fault_tolerance experimental validation debug ",
+    "job": " config_file dump_folder description print_config save_config_file "
+        "custom_config_module ",
+    "profiling": " enable_profiling save_traces_folder profile_freq profiler_active "
+        "profiler_warmup enable_memory_snapshot save_memory_snapshot_folder ",
+    "metrics": " log_freq enable_tensorboard disable_color_printing save_tb_folder "
+        "save_for_all_ranks enable_wandb ",
+    "model": " name flavor hf_assets_path tokenizer_path converters "
+        "print_after_conversion ",
+    "optimizer": " name lr beta1 beta2 eps weight_decay implementation "
+        "early_step_in_backward ",
+    "lr_scheduler": " warmup_steps total_steps decay_ratio decay_type min_lr_factor ",
+    "training": " dataset dataset_path local_batch_size global_batch_size seq_len "
+        "max_norm steps enable_cpu_offload dtype mixed_precision_param "
+        "mixed_precision_reduce gc_freq gc_debug dataloader ",
+    "training.dataloader": " num_workers persistent_workers pin_memory "
+        "prefetch_factor ",
+    "parallelism": " data_parallel_replicate_degree data_parallel_shard_degree "
+        "fsdp_reshard_after_forward tensor_parallel_degree "
+        "disable_loss_parallel enable_async_tensor_parallel "
+        "pipeline_parallel_degree module_fqns_per_model_part "
+        "pipeline_parallel_first_stage_less_layers "
+        "pipeline_parallel_last_stage_less_layers "
+        "pipeline_parallel_layers_per_stage pipeline_parallel_schedule "
+        "pipeline_parallel_schedule_csv pipeline_parallel_microbatch_size "
+        "pipeline_parallel_expert_parallel_overlap context_parallel_degree "
+        "context_parallel_load_balancer context_parallel_rotate_method "
+        "expert_parallel_degree expert_tensor_parallel_degree "
+        "expert_parallel_comm_backend ",
+    "checkpoint": " enable enable_ft_dataloader_checkpoints folder interval "
+        "initial_load_path initial_load_model_only initial_load_in_hf "
+        "initial_load_in_hf_quantized last_save_model_only last_save_in_hf "
+        "export_dtype async_mode keep_latest_k load_step exclude_from_loading "
+        "enable_first_step_checkpoint create_seed_checkpoint load_only ",
+    "activation_checkpoint": " mode selective_ac_option "
+        "per_op_sac_force_recompute_mm_shapes_by_fqns early_stop memory_budget "
+        "visualize_memory_budget_pareto preserve_rng_state determinism_check "
+        "debug ",
+    "compile": " enable components backend ",
+    "quantize": " linear grouped_mm ",
+    "quantize.linear": " float8 mx ",
+    "quantize.linear.float8": " enable_fsdp_float8_all_gather "
+        "precompute_float8_dynamic_scale_for_fsdp recipe_name filter_fqns "
+        "emulate ",
+    "quantize.linear.mx": " mxfp8_dim1_cast_kernel_choice recipe_name filter_fqns ",
+    "quantize.grouped_mm": " float8 mx ",
+    "quantize.grouped_mm.float8": " fqns ",
+    "quantize.grouped_mm.mx": " recipe_name fqns ",
+    "comm": " init_timeout_seconds train_timeout_seconds trace_buf_size "
+        "save_traces_folder save_traces_file_prefix mode ",
+    "memory_estimation": " enable disable_fake_mode ",
+    "fault_tolerance": " enable process_group process_group_timeout_ms replica_id "
+        "group_size min_replica_size semi_sync_method ",
+    "experimental": " custom_import custom_args_module ",
+    "validation": " enable dataset dataset_path local_batch_size seq_len freq steps "
+        "dataloader ",
+    "validation.dataloader": " num_workers persistent_workers pin_memory "
+        "prefetch_factor ",
+    "debug": " seed deterministic deterministic_warn_only moe_force_load_balance ",
 }
 # fmt: on
 
 
 def is_torchtitans(name: str) -> bool:
-    """Whether ``name`` (a dotted path) is a field or table of :data:`JOB_CONFIG`."""
+    """Whether ``name`` (a dotted path; a section alone) is a field or table
+    of :data:`JOB_CONFIG`."""
     table, _, key = name.rpartition(".")
-    return key in JOB_CONFIG.get(table, ())
+    return _holds(JOB_CONFIG.get(table, ""), key)
+
+
+def _holds(fields: str, key: str) -> bool:
+    """Whether a table's ``fields`` (as :data:`JOB_CONFIG` gives them) name
+    ``key``: one substring search (a TOML key may hold a blank: never one)."""
+    return " " not in key and f" {key} " in fields
 
 
 # Near misses: a name an edit or two away from a field the model reads is a typo
@@ -321,7 +324,7 @@ def near_miss(name: str) -> str | None:
     if name in FIELDS or is_torchtitans(name):
         return None
     section = name.partition(".")[0]
-    if section in JOB_CONFIG[""] and section not in SECTIONS:
+    if section not in SECTIONS and is_torchtitans(section):
         return None  # torchtitan's own section: no field of ours is there
     if section not in SECTIONS and not any(
         edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
@@ -425,9 +428,9 @@ def _walk(table: Mapping[str, Any], path: str, where: str, unknown: list[str]) -
     """One table's keys (a nested table's in turn: ``[training.dataloader]``,
     ``[compile.ep_overlap]``): a set lookup for each known key, nothing
     more."""
-    known = JOB_CONFIG.get(path, ())
+    known = JOB_CONFIG.get(path, "")
     for key, value in table.items():
-        if key in known:
+        if _holds(known, key):
             if is_table(value):
                 name = f"{path}.{key}" if path else key
                 if name in JOB_CONFIG:
