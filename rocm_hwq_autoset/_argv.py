@@ -609,18 +609,16 @@ def unknown_flags(args: Sequence[str]) -> list[str]:
         flag = arg.partition("=")[0]
         name = flag[2:].replace("-", "_")
         section, dot, _ = name.partition(".")
-        if not dot or not is_torchtitans(section) or _is_known(name):
+        if not dot or not is_torchtitans(section) or _field_for(name) is not None:
             continue
         table, _, last = name.rpartition(".")
-        if last.startswith("no_") and _is_known(f"{table}.{last[3:]}"):
-            continue  # tyro's "--section.no-flag"
+        if is_torchtitans(name) or (
+            last.startswith("no_") and is_torchtitans(f"{table}.{last[3:]}")
+        ):  # torchtitan's, or tyro's "--section.no-flag" for it
+            continue
         if flag not in found and suggest_flag(flag) is None:
             found.append(flag)
     return found
-
-
-def _is_known(name: str) -> bool:
-    return name in FIELDS or is_torchtitans(name)
 
 
 def unknown_inputs(
@@ -635,19 +633,19 @@ def unknown_inputs(
     a key a typo away from a field the model reads."""
     if custom_config_module(args) or custom_module(config):
         return ()
-    found = []
     flags = unknown_flags(args)
-    if flags:
-        found.append(ConfigError(f"no such option in {_RELEASE}", ", ".join(flags)))
     keys = unknown_keys(config, where)
+    if not flags and not keys:
+        return ()
+    release = (
+        f"torchtitan {TORCHTITAN_RELEASE}'s job config (the TOML era's last"
+        " release), which refuses the job for it"
+    )
+    found = []
+    if flags:
+        found.append(ConfigError(f"no such option in {release}", ", ".join(flags)))
     if keys:
         named = ", ".join(keys)
-        found.append(ConfigError(f"no such field in {_RELEASE}",
+        found.append(ConfigError(f"no such field in {release}",
                                  f"{where}: {named}" if where else named))  # fmt: skip
     return tuple(found)
-
-
-_RELEASE = (
-    f"torchtitan {TORCHTITAN_RELEASE}'s job config (the TOML era's last release),"
-    " which refuses the job for it"
-)
