@@ -303,7 +303,7 @@ def _value(
     if environ.get(QUEUES) == str(rec.queues):  # a parent of ours set it: said there
         text = f"{QUEUES}={rec.queues} as set by the parent process"
         return Outcome(SKIP, text, rec=rec, marker=marked)
-    where = ", from the cached --module/--config evaluation" if cached else ""
+    where = CACHED if cached else ""
     return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
 
 
@@ -317,6 +317,10 @@ def unknown_warnings(rec: Recommendation) -> list[Outcome]:
         Outcome(WARNING, str(exc), f"{QUEUES} set from the fields the model reads")
         for exc in rec.unknown
     ]
+
+
+#: What a value's line adds when the value came from the cache.
+CACHED = ", from the cached --module/--config evaluation"
 
 
 def left_out_lines(rec: Recommendation) -> list[str]:

@@ -179,8 +179,6 @@ def read_node(
     for pid, found in node.processes.items():
         if folders is not None and pid in folders:
             found.queues = _queues(os.path.join(kfd, "proc", str(pid)), found, node)
-        if found.hip is None and folders is not None and pid in folders:
-            found.hip = True  # KFD made its folder as the process opened the device
         setting = QueuesSetting(found.environ or {})
         if setting.explicit is not None:
             found.parent_value = _parent_value(proc, found.ppid)
@@ -307,12 +305,12 @@ def _unshown(node: Node, pid: int, line: str) -> None:
 
 
 def _what(found: Proc, in_kfd: bool) -> str:
-    """Why a process would be shown, said before why it is not."""
+    """Why a process would be shown, said before why it is not. (One found by
+    its descriptors has an environment this process may read: the kernel
+    lets read both or neither.)"""
     if found.launch is not None:
         return "a torchtitan launch, but "
-    if in_kfd:
-        return "it has GPU queues, but "
-    return "it holds /dev/kfd, but " if found.hip else ""
+    return "it has GPU queues, but " if in_kfd else ""
 
 
 def _owner(base: str) -> str:
@@ -538,7 +536,7 @@ def setting_of(found: Proc, parent: str = "") -> Setting:
             )
         words = f"{setting.reading}, set {whom}"
         if setting.problem:
-            words += f": {setting.problem.partition(': ')[2]}"
+            words += f": {setting.problem.rpartition(': ')[2]}"
         return Setting(setting.queues, set_by, setting.text, words)
     default = f"unset: HIP's default ({HIP_DEFAULT_QUEUES})"
     marked = marker(environ)

@@ -10,14 +10,16 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset._config import load_toml
-from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._argv import MODULE, form_named
+from rocm_hwq_autoset._config import ConfigError, load_toml
+from rocm_hwq_autoset._decision import PREFIX, SKIP, WARNING, Outcome, _value, failed
 from rocm_hwq_autoset._hook import apply, outcome_for
 from rocm_hwq_autoset._rocm import detect
 from rocm_hwq_autoset._traces import count_streams
@@ -301,6 +303,52 @@ def decide_module(environ: dict[str, str], args: list[str], module: str) -> Any:
     )  # fmt: skip
 
 
+def said(err: str) -> tuple[str, str]:
+    """The one line of the hook in ``err``, as (its level, its message): a
+    warning, a skip (``nothing to do``), or ``say`` for a set value, a note or
+    a detail, which have no lead. The wording is ``tests/golden/lines``'s."""
+    assert err.count("\n") == 1 and err.startswith(PREFIX), err
+    text = err[len(PREFIX) : -1]
+    for level, lead in ((WARNING, "warning: "), (SKIP, "nothing to do: ")):
+        if text.startswith(lead):
+            return level, text[len(lead) :]
+    return "say", text
+
+
+def set_line(queues: int, lanes: Sequence[str], *, cached: bool = False) -> str:
+    """The line that sets ``queues`` for ``lanes``, in the package's own words
+    (``_decision``'s): Q and the streams are this value's."""
+    rec = types.SimpleNamespace(
+        queues=queues, lanes=tuple(lanes), left_out_lanes=(), unknown=()
+    )
+    outcome = _value({}, rec, MODULE, cached=cached)  # type: ignore[arg-type]
+    line = outcome.line({})
+    assert line is not None
+    return line
+
+
+def decided_line(args: Sequence[str], environ: Mapping[str, str] = {}) -> str:
+    """The line the hook says for ``python train.py ARGS`` on a ROCm machine,
+    decided in this process ("" for none): what a process started so says."""
+    outcome = outcome_for(
+        environ, ["train.py", *args], [],
+        rocm=lambda: (True, "test"), read_toml=load_toml,
+    )  # fmt: skip
+    assert isinstance(outcome, Outcome)
+    return outcome.line(environ) or ""
+
+
+#: What a warning that sets nothing says it did, in the package's own words.
+UNSET_TAIL = failed(form_named("job.config_file"), ConfigError("")).tail
+
+
+def unset_line(form: str, error: ConfigError) -> str:
+    """The warning that sets nothing for ``error``, in the package's own words."""
+    line = failed(form_named(form), error).line({})
+    assert line is not None
+    return line
+
+
 def check_golden(golden: Path, report: str) -> None:
     """``report`` is the golden file's text. With ``UPDATE_GOLDEN=1`` the file is
     written anew and the test fails, saying so: a comparison with what it just
@@ -315,3 +363,34 @@ def check_golden(golden: Path, report: str) -> None:
             pytrace=False,
         )
     assert report == golden.read_text()
+
+
+def lines_report(
+    entries: Sequence[tuple[str, str | None]], tmp: Path | None = None
+) -> str:
+    """A golden of lines: each input, then what is said for it, indented (the
+    test's temporary folder as ``TMP``)."""
+    out = []
+    for given, line in entries:
+        said = ["(nothing)"] if not line else line.splitlines()
+        out.append(given + "\n" + "".join(f"    {text}\n" for text in said))
+    report = "".join(out)
+    return report if tmp is None else report.replace(str(tmp), "TMP")
+
+
+def check_lines(
+    request: pytest.FixtureRequest,
+    entries: Sequence[tuple[str, str | None]],
+    tmp: Path | None = None,
+    *,
+    every_case: bool = True,
+) -> None:
+    """The lines a test's inputs get, against the test's own golden file,
+    ``tests/golden/lines/<its module>/<its name>.txt`` (:func:`lines_report`):
+    the test asserts values; their wording is pinned there. A parametrized
+    test has one for each case, or, ``every_case=False``, one for all."""
+    name = request.node.name if every_case else request.node.originalname
+    name = name.replace("[", "-").rstrip("]")
+    golden = GOLDEN / "lines" / request.node.path.stem / f"{name}.txt"
+    golden.parent.mkdir(parents=True, exist_ok=True)
+    check_golden(golden, lines_report(entries, tmp))

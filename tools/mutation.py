@@ -1,6 +1,6 @@
 """Mutation testing of the package with the fast tests (docs/mutation.md).
 
-    python tools/mutation.py run [--workers N] [MODULE ...]
+    python tools/mutation.py run [--workers N] [--relearn] [MODULE ...]
     python tools/mutation.py run --changed [REV]
     python tools/mutation.py run --resume
     python tools/mutation.py run --again [MODULE ...]
@@ -37,12 +37,14 @@ that fork or start interpreters count too (see its docstring).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -111,6 +113,21 @@ EQUIVALENT: list[Equivalent] = [
         'token = orig_argv[at] if 0 <= at < len(orig_argv) else ""',
         'token = orig_argv[at] if 0 <= at <= len(orig_argv) else ""',
         "argv holds at least '-m' here, so at < len(orig_argv) always.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", ())):',
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", None)):',
+        "sys.argv always exists since Python 3.8 (PEP 587 sets it, [''] at"
+        " least): the default is never used.",
+    ),
+    Equivalent(
+        "_argv",
+        "program",
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", ())):',
+        'if not orig_argv and list(argv) == list(getattr(sys, "argv", )):',
+        "As above.",
     ),
     Equivalent(
         "_config",
@@ -206,6 +223,190 @@ EQUIVALENT: list[Equivalent] = [
         "An error names the field alone when the place is '' or None alike"
         " (_config._named tests it for truth).",
     ),
+    # The node's reader (status).
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, found.launch, rocm=None, recommend=_unasked)",
+        "A --module worker's decision from its launcher's inputs asks neither"
+        " ROCm nor a recommendation: neither is called.",
+    ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=None)",
+        "As above: never called.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        "raise AssertionError(None)",
+        "A guard never called (see _inherited): its message is never seen.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        'raise AssertionError("XXa --module worker\'s decision asks for nothingXX")',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "_unasked",
+        'raise AssertionError("a --module worker\'s decision asks for nothing")',
+        'raise AssertionError("A --MODULE WORKER\'S DECISION ASKS FOR NOTHING")',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        "raw = os.read(fd, MAX_SYSFS_BYTES + 1)",
+        "raw = os.read(fd, MAX_SYSFS_BYTES + 2)",
+        "Any read of more than the most bytes tells a value that is too long;"
+        " one byte more or two, the same values are refused.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        'text = raw.decode("ascii", "replace").strip()',
+        'text = raw.decode("ASCII", "replace").strip()',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_node",
+        "_number",
+        "fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)",
+        "fd = os.open(path, os.O_RDONLY & os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=folder)",
+        "Drops only O_CLOEXEC: status starts no process while the file is open.",
+    ),
+    Equivalent(
+        "_node",
+        "_own_pid_namespaces",
+        "return 1",
+        "return 2",
+        "Reached only without an NSpid line (Linux before 4.1); it is asked"
+        " only after KFD's sysfs was listed, which needs Linux 5.7.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'i += 2 if word == "--check-hash-based-pycs" else 1',
+        'i += 2 if (word == "--check-hash-based-pycs") or True else 1',
+        "CPython's other long options (--help, --help-env, --help-xoptions,"
+        " --help-all, --version) print and exit: no program runs after them.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'i += 2 if word == "--check-hash-based-pycs" else 1',
+        'i += 2 if word == "--check-hash-based-pycs" else 2',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        "for at in range(1, len(word)):  # a cluster: -Im, -Wd, -Xdev, -uc",
+        "for at in range(len(word)):  # a cluster: -Im, -Wd, -Xdev, -uc",
+        "The word's first character is '-', neither a letter that ends the"
+        " options nor one that takes a value: the loop goes on as from 1.",
+    ),
+    Equivalent(
+        "_node",
+        "python_argv",
+        'if letter in "WX":',
+        'if letter in "XXWXXX":',
+        "A letter is one character: in 'XXWXXX' exactly where in 'WX'.",
+    ),
+    Equivalent(
+        "_node",
+        "_read",
+        "fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)",
+        "fd = os.open(path, os.O_RDONLY & os.O_CLOEXEC | os.O_NOFOLLOW)",
+        "Drops only O_CLOEXEC: status starts no process while the file is open.",
+    ),
+    Equivalent(
+        "_node",
+        "_holds",
+        "continue",
+        "break",
+        "Differs only where a descriptor closes between the listing and its"
+        " stat, and the device is a later one: a race no reliable test makes.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.ppid: int | None = None",
+        'self.ppid: int | None = ""',
+        "A Proc is made only by _read_process, which sets ppid, environ and hip"
+        " before it returns one: the first values are never read.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.environ: dict[str, str] | None = None",
+        'self.environ: dict[str, str] | None = ""',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "Proc.__init__",
+        "self.hip: bool | None = None",
+        'self.hip: bool | None = ""',
+        "As above.",
+    ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        "outcome = decide(environ, found.launch, rocm=_unasked, recommend=_unasked)",
+        "outcome = decide(environ, None, rocm=_unasked, recommend=_unasked)",
+        "With its launcher's --module marker, a worker's decision is made from"
+        " the marker and the launcher's inputs: the launch itself is not read.",
+    ),
+    Equivalent(
+        "_node",
+        "_inherited",
+        'queues = getattr(outcome, "queues", None)',
+        'queues = getattr(outcome, "queues", )',
+        "With its launcher's --module marker, decide answers with an Outcome"
+        " (never a launch to evaluate), which has queues: the default is never"
+        " used.",
+    ),
+    Equivalent(
+        "_node",
+        "_owner",
+        'return ""',
+        'return "XXXX"',
+        "Only where the process's folder went between reading it and its"
+        " owner: a race no reliable test makes.",
+    ),
+    Equivalent(
+        "_node",
+        "_read_process",
+        'words = [os.fsdecode(w) for w in raw.split(b"\\0")[:-1]] if raw else []',
+        'words = [os.fsdecode(w) for w in raw.split(b"\\0")[:-1]] if (raw) or True'
+        " else []",
+        "An empty command line splits to no words either way.",
+    ),
+    Equivalent(
+        "_node",
+        "_read_process",
+        "if any(word in raw for word in LAUNCH_WORDS):",
+        "if any(word not in raw for word in LAUNCH_WORDS):",
+        "A filter only, for speed: launch_of finds no launch in a command line"
+        " without these words, so reading more command lines finds the same"
+        " launches.",
+    ),
+    Equivalent(
+        "_node",
+        "read_node",
+        "elif setting.text is None and found.launch is not None:",
+        "elif setting.text is None or found.launch is not None:",
+        "The hook found is read only for a launch without a value (setting_of):"
+        " looking for it for other processes changes nothing shown.",
+    ),
     # The command line (_cli).
     Equivalent(
         "_cli.__init__",
@@ -283,6 +484,13 @@ EQUIVALENT: list[Equivalent] = [
         '80, subsequent_indent="  ",',
         "Q is 2, 4 or 8 and the lanes one digit, so the Q line's first line"
         " is always 79 characters and its next word does not fit 80 either.",
+    ),
+    Equivalent(
+        "_cli.status",
+        "text",
+        'f"{gpu.split()[-1]}:{c[0]}+{c[1]}"',
+        'f"{gpu.split()[+1]}:{c[0]}+{c[1]}"',
+        "A GPU's label has two words (GPU n, gpu_id n): the second is the last.",
     ),
     Equivalent(
         "_cli.term",
@@ -477,8 +685,17 @@ def changed_modules(since: str) -> list[str]:
     )
 
 
-def prepare(resume: bool) -> None:
-    """``mutants/`` with the hooks every tested process loads."""
+def prepare(relearn: bool) -> None:
+    """``mutants/`` with the hooks every tested process loads; ``relearn``:
+    forget which tests run which function.
+
+    mutmut learns that in its first run of the whole fast suite (some ten
+    minutes on two cores), and later runs keep it: mutmut learns what new
+    tests run, and the tests of a test file changed since are forgotten, so
+    learnt as new. A change elsewhere (a helper, the package's own calls) is
+    not seen: it can only leave alive a mutant a test would kill, never the
+    reverse. After such a change, and for the figures of a release,
+    ``--relearn``."""
     MUTANTS.mkdir(exist_ok=True)
     shutil.copy(ROOT / "tools" / "mutation_hooks.py", MUTANTS / "mutation_hooks.py")
     (MUTANTS / "sitecustomize.py").write_text(
@@ -495,19 +712,53 @@ def prepare(resume: bool) -> None:
         link = MUTANTS / source.name
         if not link.is_symlink():
             link.symlink_to(source, target_is_directory=True)
-    if not resume:
-        # The tests may have changed since the last run: which tests run which
-        # function is learnt again.
-        (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+    stats = MUTANTS / "mutmut-stats.json"
+    if relearn:
+        stats.unlink(missing_ok=True)
+    forget_changed_tests(stats, MUTANTS / "mutation-tests.json")
+
+
+def forget_changed_tests(stats: Path, learnt: Path) -> list[str]:
+    """Drop from mutmut's map the tests of each test file changed or gone
+    since the map was learnt (``learnt``: each file's digest then): mutmut
+    learns them again as new tests. Returns those files."""
+    now = {
+        str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+    }
+    then = json.loads(learnt.read_text()) if learnt.exists() else now
+    changed = sorted(f for f in then if then[f] != now.get(f))
+    if stats.exists() and changed:
+        data = json.loads(stats.read_text())
+
+        def kept(test: str) -> bool:
+            return test.partition("::")[0] not in changed
+
+        data["duration_by_test"] = {
+            t: d for t, d in data["duration_by_test"].items() if kept(t)
+        }
+        data["tests_by_mangled_function_name"] = {
+            name: [t for t in tests if kept(t)]
+            for name, tests in data["tests_by_mangled_function_name"].items()
+        }
+        stats.write_text(json.dumps(data))
+        print("learnt again, changed:", ", ".join(changed), flush=True)
+    learnt.write_text(json.dumps(now))
+    return changed
 
 
 def run(
-    selected: list[str], workers: int, resume: bool = False, again: bool = False
+    selected: list[str],
+    workers: int,
+    resume: bool = False,
+    again: bool = False,
+    relearn: bool = False,
 ) -> int:
     """mutmut over the modules selected (all if none); ``resume``: only the
     mutants an interrupted run left untested; ``again``: those, then the
-    mutants left alive, with the current tests."""
-    prepare(resume)
+    mutants left alive, with the current tests; ``relearn``: which tests run
+    which function learnt again first."""
+    prepare(relearn)
     print("modules:", ", ".join(selected) if selected else "all", flush=True)
     if resume:
         # Without names, mutmut tests only the mutants that have no result yet.
@@ -539,8 +790,9 @@ def run(
 def _mutmut(names: list[str], workers: int) -> int:
     """``mutmut run`` for these mutant names or patterns (none: every mutant
     without a result), its output in ``mutants/mutmut.log``."""
-    command = [sys.executable, "-c",
-               "import sys; from mutmut.__main__ import cli; sys.exit(cli())",
+    command = [sys.executable, "-c", "import sys; sys.path.insert(0, 'tools');"
+               " import mutation; mutation.patch_mutmut();"
+               " from mutmut.__main__ import cli; sys.exit(cli())",
                "run", "--max-children", str(workers), *names]  # fmt: skip
     log = MUTANTS / "mutmut.log"
     print(f"mutmut's output: {log.relative_to(ROOT)}", flush=True)
@@ -552,6 +804,61 @@ def _mutmut(names: list[str], workers: int) -> int:
     if status != 0:
         print("".join(log.read_text().splitlines(keepends=True)[-40:]))
     return status
+
+
+def patch_mutmut() -> None:
+    """In mutmut's own process. Its workers are its children, and it waits for
+    any child (``os.wait``): a process a test started and left to end on its
+    own (the ``--module`` child outlives its launch by design) is a child of
+    that process too, and its end, taken for a worker's, stopped the run
+    (``KeyError``). Here such an end is passed over."""
+    from mutmut.runners.harness import PytestRunner
+    from mutmut.workers.isolation import ForkRunner, MutantResult
+
+    def wait_for_result(self: Any, timeout: float | None = None) -> Any:
+        if self._no_tests_results:
+            return self._no_tests_results.pop(0)
+        while True:
+            pid, wait_status = os.wait()
+            worker = self._running.pop(pid, None)
+            if worker is not None:
+                break
+        exit_code = os.waitstatus_to_exitcode(wait_status)
+        duration = (datetime.now() - worker.start_time).total_seconds()
+        return MutantResult(worker.mutant_name, exit_code, duration)
+
+    ForkRunner.wait_for_result = wait_for_result
+
+    # Each mutant's tests run up to the first that fails, fastest first: the
+    # tests of the mutant's own module (tests/*/test_argv.py for _argv) go
+    # before the others, most likely to fail first.
+    run_tests = PytestRunner.run_tests
+
+    def home_first_run(self: Any, *, mutant_name: str | None, tests: Any) -> int:
+        if mutant_name:
+            tests = home_first(mutant_name, list(tests))
+        return int(run_tests(self, mutant_name=mutant_name, tests=tests))
+
+    PytestRunner.run_tests = home_first_run  # type: ignore[method-assign]
+
+    # mutmut learns what new tests run by naming each on pytest's command
+    # line, and pytest takes no name whose parameters hold brackets
+    # (test_mutation_list's): their files are named instead.
+    run_stats = PytestRunner.run_stats
+
+    def run_stats_by_file(self: Any, *, tests: Any) -> int:
+        files = sorted({test.partition("::")[0] for test in tests})
+        return int(run_stats(self, tests=files))
+
+    PytestRunner.run_stats = run_stats_by_file  # type: ignore[method-assign]
+
+
+def home_first(mutant: str, tests: list[str]) -> list[str]:
+    """``tests`` in their order, those of the mutant's module's own test
+    file(s) first."""
+    module = mutant.rpartition(".")[0].rpartition(".")[2].lstrip("_")
+    home = f"/test_{module}.py"
+    return sorted(tests, key=lambda test: not test.partition("::")[0].endswith(home))
 
 
 # The results.
@@ -710,6 +1017,10 @@ def main(argv: list[str]) -> int:
         "--again", action="store_true",
         help="changed functions' mutants and those left alive, with today's tests",
     )  # fmt: skip
+    p_run.add_argument(
+        "--relearn", action="store_true",
+        help="learn which tests run which function again (after changing tests)",
+    )  # fmt: skip
     p_run.add_argument("--check", action="store_true")
     p_rep = sub.add_parser("report", help="the last results")
     p_rep.add_argument("--check", action="store_true")
@@ -730,7 +1041,9 @@ def main(argv: list[str]) -> int:
     unknown = [m for m in selected if m not in modules()]
     if unknown:
         parser.error(f"not a module of {PACKAGE}: {', '.join(unknown)}")
-    status = run(sorted(set(selected)), opts.workers, opts.resume, opts.again)
+    status = run(
+        sorted(set(selected)), opts.workers, opts.resume, opts.again, opts.relearn
+    )
     if status != 0:
         return status
     return report(opts.check, diffs=False, stubs=False)

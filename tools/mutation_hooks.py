@@ -119,7 +119,10 @@ def _note(name: str, caller: str | None = None) -> None:
     path = _environ.get(HITS)
     if not path:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except OSError:  # not this user's to write: the calls are not counted
+        return
     try:
         os.write(fd, (name + "\n").encode())
     finally:
@@ -196,6 +199,9 @@ def pytest_configure(config: Any) -> None:
         hits = os.path.abspath(os.path.join(".mutation", f"hits.{_main_pid}"))
         os.makedirs(os.path.dirname(hits), exist_ok=True)
         open(hits, "w").close()
+        # A test may start a child as another user (test_node's reader of
+        # another user's processes): its calls count too.
+        os.chmod(hits, 0o666)
         os.environ[HITS] = hits
     elif _getpid() != _main_pid:
         # A worker testing one mutant: a session of its own. A mutant may make

@@ -164,6 +164,12 @@ def _home(environ: Mapping[str, str]) -> str | None:
     return found if os.path.isabs(found) else None
 
 
+#: Why a lookup takes no entry that is there: its own words, one home each.
+READ_ONLY = "read-only: no use of an entry can be noted, none is taken"
+OTHER_FORMAT = "entry of another format"
+OTHER_LAUNCH = "entry ignored: it is another launch's"
+CORRUPT = "entry ignored: corrupt"
+
 #: Why there is no cache where there is no home.
 NO_HOME = (
     f"no home directory and no {CACHE_DIR}: no cache, each --module launch evaluates"
@@ -408,13 +414,13 @@ class Cache:
         except (OSError, ConfigError) as exc:
             return None, f"entry ignored: {exc}"
         if not os.access(".", os.W_OK | os.X_OK, dir_fd=self.dir()):  # read-only
-            return None, "read-only: no use of an entry can be noted, none is taken"
+            return None, READ_ONLY
         try:
             doc = json.loads(data)
             if doc["format"] != FORMAT:
-                return None, "entry of another format"
+                return None, OTHER_FORMAT
             if doc["key"] != key:
-                return None, "entry ignored: it is another launch's"
+                return None, OTHER_LAUNCH
             change = None
             for variant in doc["variants"]:
                 change = changed(variant["deps"], environ)
@@ -426,7 +432,7 @@ class Cache:
                 raise ValueError("no id")
             found = Entry(config_from_json(variant["result"]), variant["id"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
-            return None, "entry ignored: corrupt"
+            return None, CORRUPT
         if take:
             refused = self.take(key, environ, launcher)
         else:

@@ -17,6 +17,7 @@ from rocm_hwq_autoset import _hook, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._cli import doctor as _doctor
 from rocm_hwq_autoset._cli import main
+from rocm_hwq_autoset._cli._common import AS_IF_ON_ROCM
 from rocm_hwq_autoset._cli.doctor import (
     Row,
     cache_checks,
@@ -25,11 +26,22 @@ from rocm_hwq_autoset._cli.doctor import (
     start_up_check,
     startup_file_checks,
 )
+from rocm_hwq_autoset._cli.term import unbroken
 from rocm_hwq_autoset._decision import SET, SKIP, WARNING, Outcome
+from rocm_hwq_autoset._environ import QUEUES, QueuesSetting
+from rocm_hwq_autoset._evaluation import MAX_UNCHECKED
 from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._left_out import LEFT_OUT, verify_command
+from rocm_hwq_autoset._rocm import detect
 
 from ..data import write_job
-from ..helpers import CUDA_VERSION_PY, ROCM_VERSION_PY, fake_torch
+from ..helpers import (
+    CUDA_VERSION_PY,
+    GOLDEN,
+    ROCM_VERSION_PY,
+    check_golden,
+    fake_torch,
+)
 
 JOB = "models__deepseek_v3__deepseek_v3_16b.toml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,13 +65,27 @@ def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, " ".join(out.split())
 
 
+def flat_row(check: Row) -> str:
+    """A row as doctor's report says it, flattened: status, topic, detail."""
+    return " ".join(f"{check.status} {check.topic} {check.detail}".split())
+
+
+def launch_rows(*training: str) -> list[Row]:
+    """The rows of a launch, as doctor checks it here."""
+    topics = ("for that launch", "not in Q")
+    return [c for c in environment_checks(training) if c.topic in topics]
+
+
 def test_a_launch(rocm_job: str, capsys: pytest.CaptureFixture[str]) -> None:
-    _, flat = doctor(capsys, "--", "--job.config_file", rocm_job,
-                     "--compile.enable_fsdp_ag_rs_overlap")  # fmt: skip
+    args = ["--job.config_file", rocm_job, "--compile.enable_fsdp_ag_rs_overlap"]
+    _, flat = doctor(capsys, "--", *args)
     assert "ok ROCm " in flat and "hip = '6.2.41133-dd7f95766'" in flat
-    assert "ok GPU_MAX_HW_QUEUES unset (HIP's default: 4)" in flat
-    assert flat.endswith("for that launch would set GPU_MAX_HW_QUEUES=8 healthy")
-    assert "as if on ROCm" not in flat  # it is ROCm
+    queues = Row("ok", QUEUES, QueuesSetting(os.environ).describe())
+    assert QueuesSetting(os.environ).text is None and flat_row(queues) in flat
+    [launch] = launch_rows(*args)
+    assert (launch.status, launch.detail) == ("ok", f"would set {QUEUES}=8")
+    assert flat.endswith(f"{flat_row(launch)} healthy")
+    assert AS_IF_ON_ROCM not in flat  # it is ROCm
 
 
 def test_a_launch_names_each_stream_q_leaves_out(
@@ -67,16 +93,16 @@ def test_a_launch_names_each_stream_q_leaves_out(
 ) -> None:
     """One note a stream the model leaves out, after the launch's row, with
     the verify command that settles it; healthy all the same."""
-    code, flat = doctor(capsys, "--", "--job.config_file", rocm_job,
-                        "--parallelism.tensor_parallel_degree", "2",
-                        "--compile.enable_async_tensor_parallel")  # fmt: skip
+    args = ["--job.config_file", rocm_job, "--parallelism.tensor_parallel_degree",
+            "2", "--compile.enable_async_tensor_parallel"]  # fmt: skip
+    code, flat = doctor(capsys, "--", *args)
     assert code == 0
-    assert flat.endswith(
-        "ok for that launch would set GPU_MAX_HW_QUEUES=8 note not in Q symm_mem:"
-        " async TP's and dist-GEMM's fused all-gather/reduce-scatter matmuls run on"
-        " torch's symmetric-memory stream, which PR #4032 has no lane for; check it"
-        " on a profiler trace: rocm-hwq-autoset verify --queues 8 TRACE healthy"
-    )
+    launch, note = launch_rows(*args)
+    assert (launch.status, launch.detail) == ("ok", f"would set {QUEUES}=8")
+    assert (note.status, note.topic) == ("note", "not in Q")
+    assert note.detail.startswith(f"symm_mem: {LEFT_OUT['symm_mem'][0]}; ")
+    assert note.detail.endswith(f": {unbroken(verify_command('symm_mem', 8))}")
+    assert flat.endswith(f"{flat_row(launch)} {flat_row(note)} healthy")
     _, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
     assert "not in Q" not in flat
 
@@ -108,22 +134,20 @@ def test_off_rocm_a_launch_is_checked_as_on_a_rocm_node(
     code, flat = doctor(capsys, "--", "--job.config_file", "bom.toml")
     assert "note not ROCm " in flat
     assert code == 1 and said in flat
-    assert flat.endswith("(checked as if on ROCm: this machine is not)")
+    assert flat.endswith(f"({AS_IF_ON_ROCM})")
     write_job(tmp_path, JOB)
     code, flat = doctor(capsys, "--", "--job.config_file", JOB)
-    assert code == 0
-    assert (
-        "ok for that launch would set GPU_MAX_HW_QUEUES=4 (checked as if on ROCm:"
-        " this machine is not)" in flat
-    )
+    [launch] = launch_rows("--job.config_file", JOB)
+    assert code == 0 and launch.status == "ok"
+    assert launch.detail == f"would set {QUEUES}=4 ({AS_IF_ON_ROCM})"
+    assert f"{flat_row(launch)} healthy" in flat
     # Opted out, the hook does nothing on ROCm either: said as it is.
     monkeypatch.setenv("ROCM_HWQ_AUTOSET", "0")
     code, flat = doctor(capsys, "--", "--job.config_file", "bom.toml")
-    assert code == 0
-    assert (
-        "note for that launch ROCM_HWQ_AUTOSET=0: opted out, the hook stays out (the"
-        " package is not imported)" in flat
-    )
+    [launch] = launch_rows("--job.config_file", "bom.toml")
+    assert code == 0 and launch.status == "note"
+    assert launch.detail.startswith("ROCM_HWQ_AUTOSET=0: ")
+    assert flat_row(launch) in flat and AS_IF_ON_ROCM not in flat
 
 
 @pytest.mark.parametrize(
@@ -144,7 +168,9 @@ def test_a_launch_the_hook_refuses_is_unhealthy(
 ) -> None:
     code, flat = doctor(capsys, "--", *args)
     assert code == 1 and said in flat
-    assert "unhealthy: for that launch: " in flat
+    [launch] = launch_rows(*args)
+    assert launch.status == "FAIL" and flat_row(launch).startswith(said)
+    assert flat.endswith(f"unhealthy: {launch.topic}: {launch.detail}")
 
 
 def test_an_explicit_value_hip_cannot_use_is_unhealthy(
@@ -153,25 +179,23 @@ def test_an_explicit_value_hip_cannot_use_is_unhealthy(
 ) -> None:  # fmt: skip
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "eight")
     code, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
-    assert code == 1
-    assert (
-        "FAIL GPU_MAX_HW_QUEUES 'eight' (HIP reads 0), set explicitly: not a queue"
-        " count HIP can use" in flat
-    )
-    assert (
-        "warning: GPU_MAX_HW_QUEUES='eight': HIP reads 0, not a queue count;"
-        " left as is (an explicit value always wins)" in flat
-    )
+    setting = QueuesSetting(os.environ)
+    assert code == 1 and setting.problem is not None
+    assert flat_row(Row("FAIL", QUEUES, setting.describe())) in flat
+    [launch] = launch_rows("--job.config_file", rocm_job)
+    assert launch.status == "FAIL"
+    assert launch.detail.startswith(f"warning: {setting.problem}; ")
+    assert flat_row(launch) in flat
 
 
 def test_without_a_launch_argument_the_hook_stays_out(
     rocm_job: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, flat = doctor(capsys, "--", "--training.steps", "10")
-    assert (
-        "note for that launch no --job.config_file, nor --module for torchtitan:"
-        " the hook stays out (the package is not imported)" in flat
-    )
+    [launch] = launch_rows("--training.steps", "10")
+    assert (launch.status, launch.topic) == ("note", "for that launch")
+    assert {"--job.config_file,", "--module"} <= set(launch.detail.split())
+    assert flat_row(launch) in flat
 
 
 def test_a_world_size_it_cannot_read_is_unhealthy(
@@ -181,14 +205,16 @@ def test_a_world_size_it_cannot_read_is_unhealthy(
     bad = "z" * 12  # the summary line: 80 characters, one too many
     monkeypatch.setenv("WORLD_SIZE", bad)
     code, flat = doctor(capsys, "--", "--job.config_file", rocm_job)
-    assert code == 1
-    assert f"FAIL for that launch WORLD_SIZE: '{bad}' is not a positive integer" in flat
+    [launch] = launch_rows("--job.config_file", rocm_job)
+    assert code == 1 and launch.status == "FAIL"
+    assert launch.detail.startswith(f"WORLD_SIZE: '{bad}' ")
+    assert flat_row(launch) in flat
     out = io.StringIO()
     training = argparse.Namespace(training=["--job.config_file", rocm_job])
     assert _doctor.run(training, out) == 1
-    assert out.getvalue().split("\n\n")[-1] == (
-        f"unhealthy: for that launch: WORLD_SIZE: '{bad}' is not a positive\ninteger\n"
-    )
+    summary = out.getvalue().split("\n\n")[-1]
+    assert summary.count("\n") == 2 and max(map(len, summary.splitlines())) <= 79
+    assert " ".join(summary.split()) == f"unhealthy: {launch.topic}: {launch.detail}"
 
 
 @pytest.mark.parametrize(
@@ -285,8 +311,8 @@ def test_not_rocm_is_a_note_with_its_evidence(
 ) -> None:
     monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)))
     [first, *_] = rows(environment_checks([]))
-    assert first[:2] == ("note", "not ROCm")
-    assert first[2].endswith("version.py: hip = None (a CUDA or CPU build)")
+    assert first == ("note", "not ROCm", detect(sys.path, os.environ)[1])
+    assert first[2].startswith(f"{tmp_path}/cuda/torch/version.py: ")
 
 
 @pytest.mark.parametrize(
@@ -316,6 +342,14 @@ def test_without_a_home_there_is_no_cache_and_doctor_says_so(
 ) -> None:
     """Issue #36: no cache in the temporary directory any more: a note, not a
     failure (the cost is an evaluation at every launch)."""
+    no_home(monkeypatch)
+    [(status, topic, detail)] = rows(cache_checks())
+    assert (status, topic) == ("note", "cache") and "--module" in detail.split()
+    assert "ROCM_HWQ_AUTOSET_CACHE_DIR:" in detail.split()
+
+
+def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No home directory and no variable naming the cache's folder."""
     import pwd
 
     def unknown(uid: int) -> object:
@@ -324,10 +358,6 @@ def test_without_a_home_there_is_no_cache_and_doctor_says_so(
     monkeypatch.setattr(pwd, "getpwuid", unknown)
     for name in ("ROCM_HWQ_AUTOSET_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
         monkeypatch.delenv(name, raising=False)
-    assert rows(cache_checks()) == [
-        ("note", "cache", "no home directory and no ROCM_HWQ_AUTOSET_CACHE_DIR:"
-         " no cache, each --module launch evaluates")
-    ]  # fmt: skip
 
 
 def test_the_cache_line_counts_entries_and_names_what_is_wrong(
@@ -341,9 +371,9 @@ def test_the_cache_line_counts_entries_and_names_what_is_wrong(
             (cache / f"{count:032x}.json").write_text("{}")
         assert rows(cache_checks()) == [("ok", "cache", f"{cache}: usable, {words}")]
     cache.chmod(0o777)
-    assert rows(cache_checks()) == [
-        ("FAIL", "cache", f"{cache}: writable by its group or others; not used")
-    ]
+    [(status, topic, detail)] = rows(cache_checks())
+    assert (status, topic) == ("FAIL", "cache") and detail.startswith(f"{cache}: ")
+    assert detail.endswith("; not used")
     cache.chmod(0o700)
 
     def unreadable(self: object) -> int:
@@ -370,12 +400,16 @@ def test_a_read_only_cache_is_said_with_what_it_costs(
         return False
 
     monkeypatch.setattr(_doctor.os, "access", access)
-    assert rows(cache_checks()) == [
-        ("FAIL", "cache", f"{cache}: read-only, 1 entry, none taken (no use of one"
-         " can be noted, and an entry is taken at most 2 times unchecked); none is"
-         " stored: every --module launch evaluates again (seconds each)")
-    ]  # fmt: skip
+    [(status, topic, detail)] = rows(cache_checks())
+    assert (status, topic) == ("FAIL", "cache")
+    assert detail.startswith(f"{cache}: read-only, ") and " 1 entry, " in detail
+    assert f" {MAX_UNCHECKED} times " in detail and "--module" in detail.split()
     assert asked == [(str(cache), os.W_OK | os.X_OK)]
+
+
+def statuses(found: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """Each row's status and topic."""
+    return [(status, topic) for status, topic, _ in found]
 
 
 @pytest.mark.parametrize("where", ["file", "file/cache"])
@@ -449,11 +483,10 @@ PTH, START = "rocm_hwq_autoset.pth", "rocm_hwq_autoset.start"
 
 
 def test_start_up_files_in_a_site_directory(layout: Any) -> None:
-    assert layout({"site-b": [PTH, START], "user": [START]}) == [
-        ("ok", PTH, f"T/site-b/{PTH}"),
-        ("ok", "before it", "no start-up file site runs before the hook runs code"),
-        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
-    ]
+    found = layout({"site-b": [PTH, START], "user": [START]})
+    assert statuses(found) == [("ok", PTH), ("ok", "before it"), ("ok", START)]
+    assert found[0][2] == f"T/site-b/{PTH}" and "T/" not in found[1][2]
+    assert found[2][2].startswith("present") and "3.15+" in found[2][2]
 
 
 def test_the_pth_files_site_runs_first_that_run_code_are_named(layout: Any) -> None:
@@ -466,12 +499,12 @@ def test_the_pth_files_site_runs_first_that_run_code_are_named(layout: Any) -> N
     files = {"site-a": ["aa_probe.pth", "ab_paths.pth"],
              "site-b": ["distutils-precedence.pth", PTH, "zz_after.pth"],
              "user": ["u.pth"]}  # fmt: skip
-    assert layout(files, texts=texts)[:2] == [
-        ("ok", PTH, f"T/site-b/{PTH}"),
-        ("note", "before it", "2 start-up files site runs before the hook run code; one"
-         " that starts HIP makes the hook come too late (it warns then):"
-         " T/site-a/aa_probe.pth, T/site-b/distutils-precedence.pth"),
-    ]  # fmt: skip
+    found = layout(files, texts=texts)[:2]
+    assert statuses(found) == [("ok", PTH), ("note", "before it")]
+    assert found[0][2] == f"T/site-b/{PTH}" and found[1][2].startswith("2 ")
+    assert found[1][2].endswith(
+        ": T/site-a/aa_probe.pth, T/site-b/distutils-precedence.pth"
+    )
 
 
 ENTRY = "_rocm_hwq_autoset_gate:start\n"
@@ -479,21 +512,19 @@ ENTRY = "_rocm_hwq_autoset_gate:start\n"
 
 def test_start_up_files_on_python_3_15(layout: Any) -> None:
     found = layout({"site-a": [PTH, START]}, pep_829=True, texts={START: ENTRY})
-    assert found == [
-        ("ok", PTH, f"T/site-a/{PTH}"),
-        ("ok", "before it", "no start-up file site runs before the hook runs code"),
-        ("ok", START, "present: Python runs it instead of the .pth line"),
-    ]
+    assert statuses(found) == [("ok", PTH), ("ok", "before it"), ("ok", START)]
+    assert found[0][2] == f"T/site-a/{PTH}" and "T/" not in found[1][2]
+    assert found[2][2].startswith("present") and "3.15+" not in found[2][2]
 
 
 def test_an_empty_start_file_turns_the_hook_off_on_python_3_15(layout: Any) -> None:
     """PEP 829: a ``.start`` beside the ``.pth`` of its name turns that
     file's import lines off, even when it names no entry point."""
-    assert layout({"site-a": [PTH, START]}, pep_829=True)[1:] == [
-        ("note", "before it", f"site never runs the hook here (see {START})"),
-        ("FAIL", START, f"T/site-a/{START} names no entry point: it turns the {PTH}"
-         " line off (PEP 829) and the hook never runs; reinstall: REINSTALL"),
-    ]  # fmt: skip
+    found = layout({"site-a": [PTH, START]}, pep_829=True)[1:]
+    assert statuses(found) == [("note", "before it"), ("FAIL", START)]
+    assert found[0][2].endswith(f"(see {START})")
+    assert found[1][2].startswith(f"T/site-a/{START} ")
+    assert found[1][2].endswith(": REINSTALL") and PTH in found[1][2].split()
 
 
 #: Site folders whose start-up files run in another order on 3.15 (PEP 829).
@@ -509,57 +540,48 @@ ORDERED_TEXTS = {"aa_first.start": "first:go\n", "aa_probe.pth": "import gpu_pro
 @pytest.mark.parametrize(
     ("pep_829", "early"),
     [
-        (False, "2 start-up files site runs before the hook run code; one that"
-         " starts HIP makes the hook come too late (it warns then):"
-         " T/site-a/aa_probe.pth, T/site-a/bb.pth"),
-        (True, "4 start-up files site runs before the hook run code (Python 3.15+:"
-         " every .pth import line of every site folder, then the .start entries"
-         " found before ours); one that starts HIP makes the hook come too late (it"
-         " warns then): T/site-a/aa_probe.pth, T/site-a/zz_after.pth, T/user/u.pth,"
-         " T/site-a/aa_first.start"),
+        (False, ["site-a/aa_probe.pth", "site-a/bb.pth"]),
+        (True, ["site-a/aa_probe.pth", "site-a/zz_after.pth", "user/u.pth",
+                "site-a/aa_first.start"]),
     ],
 )  # fmt: skip
 def test_what_runs_before_the_hook_follows_the_pythons_order(
-    layout: Any, pep_829: bool, early: str
+    layout: Any, pep_829: bool, early: list[str]
 ) -> None:
     """3.14 and older: folder by folder, by name, up to our .pth. 3.15+: every
     import line first (bb.pth's turned off by bb.start, empty as it is), then
     the entry points found before ours."""
-    rows = layout(ORDERED, pep_829=pep_829, texts=ORDERED_TEXTS)
-    assert rows[1] == ("note", "before it", early)
+    found = layout(ORDERED, pep_829=pep_829, texts=ORDERED_TEXTS)
+    assert statuses(found)[1] == ("note", "before it")
+    assert found[1][2].startswith(f"{len(early)} ")
+    assert found[1][2].endswith(": " + ", ".join(f"T/{path}" for path in early))
+    assert ("3.15+" in found[1][2]) == pep_829
 
 
 def test_a_start_file_missing_on_python_3_15(layout: Any) -> None:
     found = layout({"site-a": [PTH], "user": [START]}, user_site=False, pep_829=True)
-    assert found == [
-        ("ok", PTH, f"T/site-a/{PTH}"),
-        ("ok", "before it", "no start-up file site runs before the hook runs code"),
-        ("FAIL", START, "missing: Python 3.15+ runs the hook from it"),
-    ]
+    assert statuses(found) == [("ok", PTH), ("ok", "before it"), ("FAIL", START)]
+    assert found[0][2] == f"T/site-a/{PTH}"
+    assert found[2][2].startswith("missing") and "3.15+" in found[2][2]
 
 
 def test_start_up_files_in_the_user_site(layout: Any) -> None:
-    assert layout({"user": [PTH, START]}) == [
-        ("ok", PTH, f"T/user/{PTH}"),
-        ("ok", "before it", "no start-up file site runs before the hook runs code"),
-        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
-    ]
-    assert layout({}, user_site=False) == [
-        ("FAIL", PTH, f"T/user/{PTH} is in the user site, which is disabled (-s, -I"
-         " or PYTHONNOUSERSITE)"),
-    ]  # fmt: skip
+    found = layout({"user": [PTH, START]})
+    assert statuses(found) == [("ok", PTH), ("ok", "before it"), ("ok", START)]
+    assert found[0][2] == f"T/user/{PTH}"
+    [(status, topic, detail)] = layout({}, user_site=False)
+    assert (status, topic) == ("FAIL", PTH) and detail.startswith(f"T/user/{PTH} ")
+    assert "(-s," in detail.split() and "PYTHONNOUSERSITE)" in detail.split()
 
 
 def test_start_up_files_outside_the_site_directories(layout: Any) -> None:
-    assert layout({"target": [PTH, START]}, on_path=("user", "target")) == [
-        ("FAIL", PTH, f"T/target/{PTH}: its folder is on sys.path but is no site"
-         " directory, so site ignores it (pip install --target?); install into the"
-         " environment instead"),
-    ]  # fmt: skip
-    assert layout({}, on_path=("user", "site-a")) == [
-        ("FAIL", PTH, "in no site directory of this interpreter: not installed;"
-         " install: REINSTALL"),
-    ]  # fmt: skip
+    [(status, topic, detail)] = layout({"target": [PTH, START]},
+                                       on_path=("user", "target"))  # fmt: skip
+    assert (status, topic) == ("FAIL", PTH) and detail.startswith(f"T/target/{PTH}: ")
+    assert "--target?);" in detail.split()
+    [(status, topic, detail)] = layout({}, on_path=("user", "site-a"))
+    assert (status, topic) == ("FAIL", PTH) and detail.endswith(": REINSTALL")
+    assert "T/" not in detail
 
 
 def test_a_pth_removed_from_an_installed_distribution_names_the_command(
@@ -569,21 +591,18 @@ def test_a_pth_removed_from_an_installed_distribution_names_the_command(
     where = str(tmp_path / "site-a" / PTH)
     monkeypatch.setattr(_doctor, "installed_file",
                         lambda name: where if name == PTH else None)  # fmt: skip
-    assert layout({"site-a": [START]}) == [
-        ("FAIL", PTH, f"T/site-a/{PTH} is missing, though rocm-hwq-autoset is"
-         " installed (pip list shows it): the hook never runs; restore it:"
-         " REINSTALL"),
-        ("ok", START, "present, for Python 3.15+ (PEP 829)"),
-    ]  # fmt: skip
+    found = layout({"site-a": [START]})
+    assert statuses(found) == [("FAIL", PTH), ("ok", START)]
+    assert found[0][2].startswith(f"T/site-a/{PTH} is missing, ")
+    assert found[0][2].endswith(": REINSTALL") and "(pip list" in found[0][2]
 
 
 def test_without_site_nothing_is_looked_for(
     layout: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "flags", Flags(no_site=1))
-    assert layout({"site-a": [PTH, START]}) == [
-        ("FAIL", "site", "python -S: site is skipped, so no .pth runs")
-    ]
+    [(status, topic, detail)] = layout({"site-a": [PTH, START]})
+    assert (status, topic) == ("FAIL", "site") and detail.startswith("python -S: ")
 
 
 class _Tty(io.StringIO):
@@ -610,10 +629,11 @@ def test_the_report_on_a_terminal(
     assert "\033[32mok\033[0m    ROCm" in text
     assert "\033[31mFAIL\033[0m  ROCM_HWQ_AUTOSET_LOG" in text
     summary = text[text.index("\n\nunhealthy") + 2 :]
-    assert summary == (
-        "unhealthy: ROCM_HWQ_AUTOSET_LOG: ROCM_HWQ_AUTOSET_LOG='loud' is not quiet or\n"
-        "verbose; using the default (one line per node)\n"
-    )
+    [failed] = [c for c in environment_checks([]) if c.status == "FAIL"]
+    assert failed.topic == "ROCM_HWQ_AUTOSET_LOG"
+    assert failed.detail.startswith("ROCM_HWQ_AUTOSET_LOG='loud' ")
+    assert " ".join(summary.split()) == f"unhealthy: {failed.topic}: {failed.detail}"
+    assert summary.count("\n") == 2 and max(map(len, summary.splitlines())) <= 79
 
 
 def test_a_long_summary_breaks_only_between_words(
@@ -626,10 +646,11 @@ def test_a_long_summary_breaks_only_between_words(
     out = io.StringIO()
     assert _doctor.run(argparse.Namespace(training=[]), out) == 1
     summary = out.getvalue().split("\n\n")[-1]
-    assert (
-        summary
-        == f"unhealthy: cache:\n{long}:\nwritable by its group or others; not used\n"
-    )
+    [(status, topic, detail)] = rows(cache_checks())
+    assert status == "FAIL" and detail.startswith(f"{long}: ")
+    lines = summary.splitlines()
+    assert lines[:2] == [f"unhealthy: {topic}:", f"{long}:"]  # the path whole
+    assert " ".join(lines[2:]) == detail[len(f"{long}: ") :]
 
 
 def test_the_gate_module_is_checked(
@@ -637,44 +658,48 @@ def test_the_gate_module_is_checked(
 ) -> None:
     """The .pth line imports the gate by name: missing, or another one first
     on the path, the hook never runs and nothing says so but doctor."""
+    ours = _doctor.gate_check()
+    assert (ours.status, ours.topic) == ("ok", "_rocm_hwq_autoset_gate")
+    assert ours.detail.endswith("_rocm_hwq_autoset_gate.py")
+    missing, shadowed, copy, stale = gate_rows(monkeypatch, tmp_path)
+    other = tmp_path / "_rocm_hwq_autoset_gate.py"
+    assert missing.status == "FAIL" and missing.detail.startswith("missing: ")
+    assert missing.detail.endswith(": REINSTALL")
+    assert shadowed.status == "FAIL" and shadowed.detail.startswith(f"{other} ")
+    assert "sys.path," in shadowed.detail.split()
+    # An editable install: the distribution's own copy in site-packages, the
+    # package in the checkout. Healthy while it is the checkout's.
+    assert copy.status == "ok" and copy.detail.startswith(f"{other} (installed ")
+    gate = ROOT / "_rocm_hwq_autoset_gate.py"
+    assert stale.status == "FAIL" and stale.detail.startswith(f"{other} is not {gate} ")
+    assert stale.detail.endswith(": REINSTALL")
+    assert all(row.topic == ours.topic for row in (missing, shadowed, copy, stale))
+
+
+def gate_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Row]:
+    """The gate's row where it is missing, where another is first on the path,
+    where that is the distribution's copy, and where that copy is stale."""
     import importlib.machinery
     import importlib.util
 
-    from rocm_hwq_autoset._cli import doctor as doctor_module
-
-    ours = doctor_module.gate_check()
-    assert (ours.status, ours.topic) == ("ok", "_rocm_hwq_autoset_gate")
-    assert ours.detail.endswith("_rocm_hwq_autoset_gate.py")
-    monkeypatch.setattr(doctor_module, "reinstall_command", lambda: "REINSTALL")
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    missing = doctor_module.gate_check()
-    assert (missing.status, missing.detail) == (
-        "FAIL", "missing: the .pth line imports it, and without it the hook never"
-        " runs; reinstall: REINSTALL",
-    )  # fmt: skip
-    other = tmp_path / "_rocm_hwq_autoset_gate.py"
-    other.write_bytes((ROOT / "_rocm_hwq_autoset_gate.py").read_bytes())
-    monkeypatch.setattr(
-        importlib.util, "find_spec",
-        lambda name: importlib.machinery.ModuleSpec(name, None, origin=str(other)),
-    )  # fmt: skip
-    monkeypatch.setattr(doctor_module, "installed_file", lambda name: None)
-    shadowed = doctor_module.gate_check()
-    assert shadowed.status == "FAIL"
-    assert shadowed.detail.startswith(f"{other} comes first on sys.path")
-    # An editable install: the distribution's own copy in site-packages, the
-    # package in the checkout. Healthy while it is the checkout's.
-    monkeypatch.setattr(doctor_module, "installed_file", lambda name: str(other))
-    copy = doctor_module.gate_check()
-    assert (copy.status, copy.detail) == (
-        "ok", f"{other} (installed with the package)"
-    )  # fmt: skip
-    other.write_text(other.read_text() + "# an older gate\n")
-    stale = doctor_module.gate_check()
-    assert (stale.status, stale.detail) == (
-        "FAIL", f"{other} is not {ROOT / '_rocm_hwq_autoset_gate.py'} (changed"
-        " since the install): start-up runs the old one; reinstall: REINSTALL",
-    )  # fmt: skip
+    found = []
+    with monkeypatch.context() as patch:
+        patch.setattr(_doctor, "reinstall_command", lambda: "REINSTALL")
+        patch.setattr(importlib.util, "find_spec", lambda name: None)
+        found.append(_doctor.gate_check())
+        other = tmp_path / "_rocm_hwq_autoset_gate.py"
+        other.write_bytes((ROOT / "_rocm_hwq_autoset_gate.py").read_bytes())
+        patch.setattr(
+            importlib.util, "find_spec",
+            lambda name: importlib.machinery.ModuleSpec(name, None, origin=str(other)),
+        )  # fmt: skip
+        patch.setattr(_doctor, "installed_file", lambda name: None)
+        found.append(_doctor.gate_check())
+        patch.setattr(_doctor, "installed_file", lambda name: str(other))
+        found.append(_doctor.gate_check())
+        other.write_text(other.read_text() + "# an older gate\n")
+        found.append(_doctor.gate_check())
+    return found
 
 
 def test_the_installed_files_are_the_distributions(
@@ -731,23 +756,105 @@ def test_the_python_that_will_train_is_checked(
     import subprocess
 
     code, flat = doctor(capsys)
-    assert code == 0 and "ok python on PATH " in flat and ": this interpreter" in flat
+    ours = _doctor.training_python_check()
+    assert code == 0 and (ours.status, ours.topic) == ("ok", "python on PATH")
+    assert ours.detail.endswith(": this interpreter") and flat_row(ours) in flat
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")],
                    check=True, timeout=60)  # fmt: skip
     other = tmp_path / "v" / "bin" / "python"
     monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ['PATH']}")
     code, flat = doctor(capsys)
+    theirs = _doctor.training_python_check()
     version = sys.version.split()[0]
-    assert (
-        code == 1
-        and (
-            f"FAIL python on PATH {other} ({version}) is another Python, without"
-            " rocm_hwq_autoset.pth: the training it runs (python -m torchtitan.train,"
-            f" torchrun) has no hook; install it there: {other} -m pip install"
-            " rocm-hwq-autoset"
-        )
-        in flat
-    ), flat
+    assert code == 1 and theirs.status == "FAIL" and flat_row(theirs) in flat, flat
+    assert theirs.detail.startswith(f"{other} ({version}) ")
+    install = [str(other), "-m", "pip", "install", "rocm-hwq-autoset"]
+    assert theirs.detail.split(": ")[-1].split() == install
+    said = f"{theirs.status} | {theirs.topic} | {theirs.detail}\n"
+    said = said.replace(str(other.parent), "V").replace(version, "X.Y.Z")
+    check_golden(GOLDEN / "cli" / "doctor-python-on-path.txt", said)
+    assert PTH + ":" in theirs.detail.split()
+
+
+def test_the_wording_of_doctor(
+    rocm_job: str, layout: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows ``doctor`` writes for the cases the tests above judge by their
+    statuses, topics and the inputs they name: the wording pinned here, once
+    (``UPDATE_GOLDEN=1``)."""
+    from rocm_hwq_autoset._cli import _common
+
+    text: list[str] = []
+
+    def case(title: str, found: list[Row]) -> None:
+        lines = [f"{c.status} | {c.topic} | {c.detail}" for c in found]
+        said = "\n".join(lines).replace("\xa0", " ").replace(str(tmp_path), "T")
+        text.append(f"== {title}\n{said.replace(str(ROOT), 'ROOT')}\n\n")
+
+    job = ["--job.config_file", rocm_job]
+    launches = {
+        "a launch": [*job, "--compile.enable_fsdp_ag_rs_overlap"],
+        "a launch with a stream Q leaves out":
+            [*job, "--parallelism.tensor_parallel_degree", "2",
+             "--compile.enable_async_tensor_parallel"],
+        "no such config": ["--job.config_file", "/nonexistent.toml"],
+        "a flag without its value": [*job, "--parallelism.expert_parallel_degree"],
+        "a --module launch without --config": ["--module", "graph_trainer.llama3"],
+        "no launch argument": ["--training.steps", "10"],
+    }  # fmt: skip
+    for title, training in launches.items():
+        case(title, launch_rows(*training))
+    for title, env in [("a bad WORLD_SIZE", {"WORLD_SIZE": "z" * 12}),
+                       ("a value HIP cannot use", {QUEUES: "eight"}),
+                       ("opted out", {"ROCM_HWQ_AUTOSET": "0"})]:  # fmt: skip
+        with monkeypatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            case(title, [c for c in environment_checks(job)
+                         if c.topic in (QUEUES, "for that launch")])  # fmt: skip
+    with monkeypatch.context() as patch:
+        patch.setattr(_common, "_verdict", [(False, "EVIDENCE")])
+        case("off ROCm", launch_rows(*job))
+    with monkeypatch.context() as patch:
+        no_home(patch)
+        case("no home", cache_checks())
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    case("a cache others can write", cache_checks())
+    cache.chmod(0o700)
+    with monkeypatch.context() as patch:
+        patch.setattr(_doctor.os, "access", lambda path, mode: False)
+        case("a read-only cache", cache_checks())
+    layouts: list[tuple[str, dict[str, list[str]], dict[str, Any]]] = [
+        ("start-up files", {"site-b": [PTH, START], "user": [START]}, {}),
+        ("start-up files on 3.15", {"site-a": [PTH, START]},
+         {"pep_829": True, "texts": {START: ENTRY}}),
+        ("an empty .start on 3.15", {"site-a": [PTH, START]}, {"pep_829": True}),
+        ("what runs first", ORDERED, {"texts": ORDERED_TEXTS}),
+        ("what runs first on 3.15", ORDERED, {"texts": ORDERED_TEXTS, "pep_829": True}),
+        ("a .start missing on 3.15", {"site-a": [PTH], "user": [START]},
+         {"user_site": False, "pep_829": True}),
+        ("the user site off", {"user": [PTH]}, {"user_site": False}),
+        ("a folder on sys.path, no site folder", {"target": [PTH, START]},
+         {"on_path": ("user", "target")}),
+        ("not installed", {}, {"on_path": ("user", "site-a")}),
+    ]  # fmt: skip
+    for title, files, options in layouts:
+        for folder in ("site-a", "site-b", "user", "target"):
+            for made in (tmp_path / folder).iterdir():
+                made.unlink()
+        case(title, [Row(*found) for found in layout(files, **options)])
+    with monkeypatch.context() as patch:
+        where = str(tmp_path / "site-a" / PTH)
+        patch.setattr(_doctor, "installed_file",
+                      lambda name: where if name == PTH else None)  # fmt: skip
+        case("a .pth removed", [Row(*found) for found in layout({})])
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "flags", Flags(no_site=1))
+        case("python -S", [Row(*found) for found in layout({})])
+    case("the gate: missing, shadowed, a copy, stale", gate_rows(monkeypatch, tmp_path))
+    check_golden(GOLDEN / "cli" / "doctor.txt", "".join(text))
 
 
 def test_what_torchtitan_refuses_beside_the_fields_fails_the_launch(

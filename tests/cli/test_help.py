@@ -28,6 +28,13 @@ DOCTOR = [
 VERIFY = ["rocm-hwq-autoset verify rank0.json.gz --job.config_file job.toml"]
 STATUS = ["rocm-hwq-autoset status", "rocm-hwq-autoset status --pid 4242 --json"]
 
+#: The program's usage and what it is for, as ``--help`` begins.
+PROGRAM = (
+    "usage: rocm-hwq-autoset [-h] [--version] COMMAND ...\n\n"
+    "GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see what\nthe start-up"
+    " hook decides and why, export it, check the install,\ncheck Q against"
+    " profiler traces, see a node's processes against Q.\n\n"
+)
 #: For each command: its usage, what its help says in words (whitespace aside),
 #: and its examples, line by line.
 HELP = {
@@ -139,12 +146,7 @@ def test_each_commands_help(command: str, capsys: pytest.CaptureFixture[str]) ->
 
 def test_the_programs_help(capsys: pytest.CaptureFixture[str]) -> None:
     text = help_of(capsys)
-    assert text.startswith("usage: rocm-hwq-autoset [-h] [--version] COMMAND ...\n\n"
-                           "GPU_MAX_HW_QUEUES for torchtitan launches on ROCm: see"
-                           " what\nthe start-up hook decides and why, export it,"
-                           " check the install,\ncheck Q against profiler"
-                           " traces, see a node's processes against"
-                           " Q.\n\n")  # fmt: skip
+    assert text.startswith(PROGRAM)
     flat = " ".join(text.split())
     for command, (_, said, _) in HELP.items():
         assert f"{command} {said[0]}" in flat  # each command, with its words

@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import errno
 import gzip
 import io
 import json
 import lzma
+import os
 import random
+import re
+import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import _traces
+from rocm_hwq_autoset import _pools, _traces
 from rocm_hwq_autoset._cli import CUT_SHORT, main
 from rocm_hwq_autoset._cli import verify as _verify
+from rocm_hwq_autoset._cli.term import paint
 from rocm_hwq_autoset._cli.verify import ALIKE
+from rocm_hwq_autoset._environ import QUEUES, QueuesSetting
 from rocm_hwq_autoset._pools import NOTHING_SAYS
-from rocm_hwq_autoset._traces import TraceError, count_streams
+from rocm_hwq_autoset._traces import NO_ACTIVITY, TraceError, count_streams
 
 from ..data import (
     TRACE_DEVICES,
@@ -37,7 +44,8 @@ from ..data import (
     thread_name,
     write_trace,
 )
-from ..helpers import by_device
+from ..helpers import GOLDEN, by_device, check_golden
+from .commands import case, transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "deepseek_v3_16b.toml")
@@ -99,7 +107,7 @@ def test_the_generated_trace_through_the_command(
     code, out, _ = verify(capsys, "--queues", str(TRACE_STREAMS - 1), "--pools",
                           "separate", path)  # fmt: skip
     assert code == 1 and out.splitlines()[2].startswith("short")
-    assert "(device 0: 3, device 0 priority -1: 2, device 1: 3, device 2: 1)" in out
+    assert listing(TRACE_DEVICES) in out
 
 
 def test_array_form(tmp_path: Path) -> None:
@@ -228,7 +236,7 @@ def test_a_json_value_longer_than_the_limit_is_refused(
     long = write_trace(tmp_path / "long.json", [event(101)])
     with pytest.raises(TraceError) as caught:
         count_streams(long)
-    assert str(caught.value) == "a JSON value larger than 100 characters"
+    assert re.findall(r"\d+", str(caught.value)) == ["100"]  # wording: the golden
     monkeypatch.setattr(_traces, "CHUNK", 4096)
     many = [{**event(90), "args": {"device": 0, "stream": s}} for s in range(100)]
     path = write_trace(tmp_path / "many.json", many)
@@ -297,6 +305,42 @@ def verify(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     return code, out, err
 
 
+def listing(devices: dict[str, int]) -> str:
+    """A verdict's pools as its line lists them (the wording: the golden)."""
+    return "(" + ", ".join(f"{d}: {n}" for d, n in devices.items()) + ")"
+
+
+def trace_error(path: str) -> str:
+    """What the trace reader says of a file it cannot judge."""
+    with pytest.raises(TraceError) as caught:
+        count_streams(path)
+    return str(caught.value)
+
+
+def head(doc: dict[str, Any]) -> str:
+    """The report's first line, from its ``--json``'s Q and where it came from."""
+    return f"Q = {doc['queues']}, from {doc['queues_source']}"
+
+
+def verdicts_of(doc: dict[str, Any]) -> list[str]:
+    """The verdict lines of each trace read, as the text report writes them,
+    from its ``--json``'s reports."""
+    return [line for report in doc["traces"] if "error" not in report
+            for line in _verify.verdict_lines(report, io.StringIO())]  # fmt: skip
+
+
+def both_forms(
+    capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, list[str], dict[str, Any]]:
+    """The text report's lines and the ``--json`` of the same arguments, which
+    exit alike."""
+    code, out, _ = verify(capsys, *args)
+    json_code, doc_text, _ = verify(capsys, "--json", *args)
+    assert json_code == code
+    doc: dict[str, Any] = json.loads(doc_text)
+    return code, out.splitlines(), doc
+
+
 def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """The one error line of a ``verify`` that exits 2, without its prefix."""
     code, out, err = verify(capsys, *args)
@@ -312,9 +356,17 @@ def test_queue_sources_and_exit_codes(
     three = write_trace(tmp_path / "three.json.gz",
                         trace([kernel(0, s) for s in range(3)]), gz=True)  # fmt: skip
 
-    code, out, _ = verify(capsys, three)
-    assert code == 0 and "Q = 4, from HIP's default" in out
-    assert "needs Q >= 3 (PR #4032's rounding, at least 2 lanes: 4)" in out
+    code, lines, doc = both_forms(capsys, three)
+    [judged, _] = doc["traces"][0]["verdicts"]
+    assert (code, doc["queues"], judged["needed"], judged["power_of_two"]) == (
+        0,
+        4,
+        3,
+        4,
+    )
+    assert "default" in doc["queues_source"] and QUEUES in doc["queues_source"]
+    assert lines[0] == head(doc) and lines[2:] == verdicts_of(doc)
+    default = doc["queues_source"]
 
     code, out, _ = verify(capsys, three, five)
     assert code == 1 and "short" in out
@@ -322,24 +374,18 @@ def test_queue_sources_and_exit_codes(
     code, out, _ = verify(capsys, "--queues", "8", three, five)
     assert code == 0 and "from --queues" in out
 
-    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
-    code, out, _ = verify(capsys, five)
-    assert code == 0
-    assert out.startswith(
-        "Q = 8, from GPU_MAX_HW_QUEUES in the environment: 8, set explicitly: it"
-        " always wins\n"
-    )
-    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8.0")  # HIP's atoi reads 8
-    code, out, _ = verify(capsys, five)
-    assert code == 0
-    assert (
-        "Q = 8, from GPU_MAX_HW_QUEUES in the environment: '8.0' (HIP reads 8)" in out
-    )
-    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
-    monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "8 job.config_file")
-    code, out, _ = verify(capsys, five)
-    assert code == 0
-    assert "8, set by rocm-hwq-autoset (job.config_file)" in out
+    for value, origin in (("8", None), ("8.0", None), ("8", "8 job.config_file")):
+        monkeypatch.setenv("GPU_MAX_HW_QUEUES", value)  # HIP's atoi reads 8.0 as 8
+        if origin is not None:
+            monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", origin)
+        setting = QueuesSetting(os.environ)
+        code, lines, doc = both_forms(capsys, five)
+        assert (code, doc["queues"], setting.queues) == (0, 8, 8)
+        assert (
+            doc["queues_source"] == f"{QUEUES} in the environment: {setting.describe()}"
+        )
+        assert lines[0] == head(doc) and doc["queues_source"] != default
+        assert (setting.explicit is None) == (origin is not None)
 
     monkeypatch.delenv("GPU_MAX_HW_QUEUES")
     code, out, _ = verify(capsys, "--json", three, five, "--job.config_file", EXAMPLE,
@@ -373,12 +419,12 @@ def test_a_value_hip_cannot_use_is_named_never_taken_for_unset(
     if marked:
         monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", f"{value} job.config_file")
     said = refused(capsys, path)
+    problem = QueuesSetting(os.environ).problem
     reads = value.strip() if value.strip().lstrip("-").isdigit() else "0"
-    assert said == (
-        f"GPU_MAX_HW_QUEUES={value!r}: HIP reads {reads}, not a queue count;"
-        " give --queues N"
-    )
-    assert "unset" not in said
+    assert problem is not None and said.startswith(f"{problem}; ")
+    assert problem.startswith(f"{QUEUES}={value!r}: ")
+    assert QueuesSetting(os.environ).hip == int(reads)
+    assert said.endswith(" --queues N") and "unset" not in said
     code, _, _ = verify(capsys, "--queues", "4", "--pools", "separate", path)
     assert code == 0
 
@@ -457,14 +503,14 @@ def test_a_trace_compressed_otherwise_than_gzip_is_named(
     kind: str, packed: bytes, unpack: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """Was: "binary data, not JSON text" for each."""
+    """Was: "binary data, not JSON text" for each. The line names the file, its
+    compression, and the command that unpacks it, the path quoted for a shell."""
     path = tmp_path / "a b" / "t.json.x"
     path.parent.mkdir()
     path.write_bytes(packed)
-    assert refused(capsys, str(path)) == (
-        f"{path}: {kind}-compressed, which verify does not read: unpack it"
-        f" ({unpack} '{path}') and give the JSON file"
-    )
+    said = refused(capsys, str(path))
+    assert said.startswith(f"{path}: {kind}-compressed")
+    assert f"({unpack} {shlex.quote(str(path))})" in said
 
 
 @pytest.mark.parametrize(
@@ -491,23 +537,18 @@ def test_every_traces_verdict_and_the_worst_status(
     cpu_op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm"}
     cpu = write_trace(tmp_path / "cpu_only.json", trace([cpu_op]))
     b = write_trace(tmp_path / "b.json", trace([kernel(0, s) for s in range(6)]))
-    error = f"{cpu}: no GPU activity: no kernel, memcpy or memset events (a CPU-only"
+    error = f"{cpu}: {trace_error(cpu)}"
+    assert trace_error(cpu).startswith(NO_ACTIVITY)
+    code, lines, doc = both_forms(capsys, a, cpu, b)
+    assert code == 2 and doc["ok"] is False and lines[0] == head(doc)
+    assert (doc["queues"], lines[1]) == (4, f"pools: {NOTHING_SAYS}")
+    assert lines[2:] == [verdicts_of(doc)[0], f"unread  {error}",
+                         verdicts_of(doc)[1], _verify.advice(6, True)]  # fmt: skip
+    assert [line.split()[:2] for line in verdicts_of(doc)] == [["ok", a], ["short", b]]
     code, out, err = verify(capsys, a, cpu, b)
-    assert code == 2
-    lines = out.splitlines()
-    assert lines[0] == "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)"
-    assert lines[1].startswith("pools: both verdicts: nothing says")
-    assert lines[2].startswith(f"ok  {a} {ALIKE}: at most 1 GPU stream")
-    assert lines[3].startswith(f"unread  {error}")
-    assert lines[4].startswith(f"short  {b} {ALIKE}: at most 6 GPU streams")
-    assert err.startswith(f"{PREFIX}{error}") and err.count("\n") == 1
-    code, out, err = verify(capsys, "--json", a, cpu, b)
-    doc = json.loads(out)
-    assert code == 2 and doc["ok"] is False
+    assert err == f"{PREFIX}{error}\n"
     assert [t.get("ok") for t in doc["traces"]] == [True, False, False]
-    assert doc["traces"][1] == {"path": cpu, "error": doc["traces"][1]["error"],
-                                "ok": False}  # fmt: skip
-    assert doc["traces"][1]["error"].startswith(error)
+    assert doc["traces"][1] == {"path": cpu, "error": error, "ok": False}
     # Without the bad one, the worst is the short one; without it, all fit.
     assert verify(capsys, a, b)[0] == 1
     assert verify(capsys, a)[0] == 0
@@ -527,7 +568,7 @@ def test_json_gives_each_unread_trace_its_entry_however_many(
     doc = json.loads(out)
     assert (code, doc["ok"], doc["queues"]) == (2, False, 4)
     assert doc["traces"] == [
-        {"path": p, "error": f"{p}: No such file or directory", "ok": False}
+        {"path": p, "error": f"{p}: {os.strerror(errno.ENOENT)}", "ok": False}
         for p in paths
     ]
     assert err.count(PREFIX) == unread
@@ -542,30 +583,28 @@ def test_the_q_the_job_ran_with(
     five = write_trace(tmp_path / "five.json", trace([kernel(0, s) for s in range(5)]))
     args = ["--job.config_file", EXAMPLE, "--parallelism.expert_parallel_degree", "2",
             "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
-    assert verify(capsys, five, *args)[0] == 0  # Q = 8 from the arguments
+    code, _, doc = both_forms(capsys, five, *args)  # Q = 8 from the arguments
+    assert (code, doc["queues"], "note" in doc) == (0, 8, False)
+    from_args = doc["queues_source"]
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "4")
-    code, out, _ = verify(capsys, five, *args)
-    assert code == 1
-    assert out.splitlines()[:2] == [
-        "Q = 4, from GPU_MAX_HW_QUEUES in the environment: 4, set explicitly: it"
-        " always wins",
-        "note: the training arguments give Q = 8, but the explicit GPU_MAX_HW_QUEUES"
-        " wins over them, as in the hook: the job ran with Q = 4",
-    ]
-    code, out, _ = verify(capsys, "--json", five, *args)
-    doc = json.loads(out)
+    code, lines, doc = both_forms(capsys, five, *args)
     assert (code, doc["queues"], doc["ok"]) == (1, 4, False)
-    assert doc["note"].startswith("the training arguments give Q = 8, but")
+    assert lines[:2] == [head(doc), f"note: {doc['note']}"]
+    assert QUEUES in doc["queues_source"] and QUEUES in doc["note"]
+    assert re.findall(r"Q = (\d+)", doc["note"]) == ["8", "4"]  # theirs, the job's
+    different = doc["note"]
     assert verify(capsys, "--queues", "8", five, *args)[0] == 0
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "8")
-    code, out, _ = verify(capsys, five, *args)
-    assert code == 0 and "note: the training arguments give the same Q" in out
+    code, lines, doc = both_forms(capsys, five, *args)
+    assert (code, doc["queues"], lines[1]) == (0, 8, f"note: {doc['note']}")
+    assert doc["note"] != different and not re.findall(r"\d", doc["note"])
     # A value of this package's is decided anew for these arguments, as a
     # worker would: the arguments' Q.
     monkeypatch.setenv("GPU_MAX_HW_QUEUES", "4")
     monkeypatch.setenv("ROCM_HWQ_AUTOSET_ORIGIN", "4 job.config_file")
-    code, out, _ = verify(capsys, five, *args)
-    assert code == 0 and out.startswith("Q = 8, from the training arguments")
+    code, lines, doc = both_forms(capsys, five, *args)
+    assert (code, doc["queues"], doc["queues_source"]) == (0, 8, from_args)
+    assert lines[0] == head(doc) and "note" not in doc
 
 
 @pytest.mark.parametrize(
@@ -581,11 +620,12 @@ def test_the_q_the_job_ran_with(
 def test_a_trace_taken_as_a_flags_value_is_named(
     args: list[str], named: str, flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert refused(capsys, *args) == (
-        f"{named!r} was read as a value of {flag}, a training argument (each takes"
-        " the values that follow it): put every TRACE before the training"
-        f" arguments: verify {named} {flag} ..."
-    )
+    """The line names the trace and the flag that took it as its value."""
+    said = refused(capsys, *args)
+    first = next(i for i, arg in enumerate(args) if arg.startswith("--"))
+    assert said == _verify.misplaced_trace(args[first:], args[:first])
+    assert said.startswith(f"{named!r} ") and f" {flag}," in said
+    assert said.endswith(f" {named} {flag} ...")
 
 
 def test_a_json_file_as_a_flags_only_value_is_a_value(
@@ -597,12 +637,12 @@ def test_a_json_file_as_a_flags_only_value_is_a_value(
     args = ["--job.config_file", EXAMPLE, "--model.tokenizer_path", "tok.json"]
     assert verify(capsys, t, *args)[0] == 0
     assert verify(capsys, t, *args[:2], "--model.tokenizer_path=tok.json")[0] == 0
-    assert refused(capsys, t, *args, "b.json").startswith(
-        "'b.json' was read as a value of --model.tokenizer_path"
-    )
-    assert refused(capsys, t, *args[:2], "--a.b=x.json", "b.json").startswith(
-        "'b.json' was read as a value of --a.b, a training argument"
-    )
+    cases = [([*args, "b.json"], "--model.tokenizer_path"),
+             ([*args[:2], "--a.b=x.json", "b.json"], "--a.b")]  # fmt: skip
+    for training, flag in cases:
+        said = refused(capsys, t, *training)
+        assert said == _verify.misplaced_trace(training, [t])
+        assert said.startswith("'b.json' ") and f" {flag}," in said
 
 
 @pytest.mark.parametrize("traces", [[], ["t.json"]])
@@ -611,11 +651,12 @@ def test_a_trace_after_the_double_dash_is_named(
 ) -> None:
     """Before any flag, nothing after ``--`` is a flag's value: a trace there
     is named, a TRACE given or not."""
-    args = [*traces, "--", "five.json", "--job.config_file", "job.toml"]
-    assert refused(capsys, *args) == (
-        "'five.json' comes after '--', where everything is a training argument:"
-        " put every TRACE before the training arguments"
-    )
+    training = ["five.json", "--job.config_file", "job.toml"]
+    said = refused(capsys, *traces, "--", *training)
+    assert said == _verify.misplaced_trace(training, traces)
+    assert said.startswith("'five.json' ") and "'--'" in said
+    assert said != _verify.misplaced_trace(["--job.config_file", "job.toml",
+                                            "five.json"], traces)  # fmt: skip
 
 
 def test_more_than_eight_streams_names_the_cost_of_q16(
@@ -625,22 +666,16 @@ def test_more_than_eight_streams_names_the_cost_of_q16(
     what PR #4032 measured Q=16 to cost."""
     twelve = write_trace(tmp_path / "12.json", trace([kernel(0, s) for s in range(12)]))
     code, out, _ = verify(capsys, "--queues", "8", twelve)
-    assert code == 1
-    assert out.splitlines()[-1] == (
-        "short: a device ran more streams than Q, so some shared a hardware queue;"
-        " 12 streams are more than PR #4032's model ever counts (at most 8), and"
-        " more queues are not free: PR #4032 measured Q=16 at -13.6 % on"
-        " torchtitan fec3e19 and -3.8 % on 1ac4653 against Q=8. Find what starts"
-        " the extra streams before raising GPU_MAX_HW_QUEUES past 8, and measure"
-        " if you do"
-    )
+    said = out.splitlines()[-1]
+    assert code == 1 and said == _verify.advice(12, True)
+    assert _verify.Q16_COST in said and f"{QUEUES}=" not in said
     for streams in (6, 8):  # up to the model's largest Q, the Q that fits
         many = write_trace(tmp_path / f"{streams}.json",
                            trace([kernel(0, s) for s in range(streams)]))  # fmt: skip
         code, out, _ = verify(capsys, many)
-        assert code == 1 and out.splitlines()[-1].endswith(
-            "; GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-        )
+        said = out.splitlines()[-1]
+        assert code == 1 and said == _verify.advice(streams, True)
+        assert f" {QUEUES}=8 " in said and _verify.Q16_COST not in said
 
 
 def without_args(event: dict[str, Any]) -> dict[str, Any]:
@@ -659,12 +694,15 @@ def test_kernel_events_without_args(
     assert count_streams(path) == {(0, None): {3, 5, 9, 11}, (1, None): {3, 5, 9},
                                    (1, -1): {13}}  # fmt: skip
     code, out, _ = verify(capsys, path)
-    assert code == 0 and "(device 0: 4, device 1: 3, device 1 priority -1: 1)" in out
+    pools = {_verify._label(pool): n for pool, n in
+             [((0, None), 4), ((1, None), 3), ((1, -1), 1)]}  # fmt: skip
+    assert code == 0 and listing(pools) in out
     # Without args, without pid or tid: no stream to count.
     bare = [{k: v for k, v in without_args(kernel(0, 1)).items() if k != "tid"}]
     lost = write_trace(tmp_path / "bare.json", trace(bare))
-    assert refused(capsys, lost).endswith("no kernel, memcpy or memset events"
-                                          " (a CPU-only trace?)")  # fmt: skip
+    cpu = write_trace(tmp_path / "cpu.json", trace([{"ph": "X", "cat": "cpu_op"}]))
+    assert refused(capsys, lost) == f"{lost}: {trace_error(cpu)}"
+    assert trace_error(cpu).startswith(f"{NO_ACTIVITY}: ")
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -680,10 +718,10 @@ def test_bad_training_args_exit_2(
 ) -> None:
     good = write_trace(tmp_path / "good.json", trace([kernel(0, 1)]))
     said = refused(capsys, good, "--job.config_file", "/nonexistent.toml")
-    assert said == "/nonexistent.toml: No such file or directory"
+    assert said == f"/nonexistent.toml: {os.strerror(errno.ENOENT)}"
     said = refused(capsys, good, "--job.config_file", EXAMPLE,
                    "--parallelism.tensor_parallel_degree", "2.0")  # fmt: skip
-    assert said == "--parallelism.tensor_parallel_degree: '2.0' is not an integer"
+    assert said.startswith("--parallelism.tensor_parallel_degree: '2.0' ")
 
 
 def test_hips_rule_not_the_power_of_two(
@@ -704,7 +742,7 @@ def test_devices_are_counted_apart_through_the_command(
     events = [kernel(d, s) for d in (0, 1) for s in range(3)]
     path = write_trace(tmp_path / "two.json", trace(events))
     code, out, _ = verify(capsys, "--queues", "4", path)
-    assert code == 0 and "(device 0: 3, device 1: 3)" in out
+    assert code == 0 and listing({"device 0": 3, "device 1": 3}) in out
     wide = write_trace(tmp_path / "wide.json",
                        trace([*events, kernel(1, 7), kernel(1, 8)]))  # fmt: skip
     code, out, _ = verify(capsys, "--json", "--queues", "4", wide)
@@ -725,9 +763,10 @@ def test_priorities_are_separate_pools_or_one(
     events += [kernel(0, s, priority=-1) for s in (10, 11)]
     path = write_trace(tmp_path / "prio.json", trace(events))
     code, out, _ = verify(capsys, "--queues", "4", "--pools", "separate", path)
-    assert code == 0 and "device 0: 4" in out and "device 0 priority -1: 2" in out
+    apart = {_verify._label((0, None)): 4, _verify._label((0, -1)): 2}
+    assert code == 0 and listing(apart) in out
     code, out, _ = verify(capsys, "--queues", "4", "--pools", "shared", path)
-    assert code == 1 and "(device 0: 6)" in out
+    assert code == 1 and listing({"device 0": 6}) in out
     assert verify(capsys, "--queues", "6", "--pools", "shared", path)[0] == 0
 
 
@@ -738,9 +777,11 @@ def test_a_single_stream_is_never_given_a_q_the_model_cannot_have(
     one-stream trace says 2, not 1."""
     path = tmp_path / "one.json"
     path.write_text(json.dumps({"traceEvents": [kernel(0, 7)]}))
-    assert main(["verify", "--queues", "1", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "needs Q >= 1 (PR #4032's rounding, at least 2 lanes: 2)" in out
+    code, lines, doc = both_forms(capsys, "--queues", "1", str(path))
+    judged = doc["traces"][0]["verdicts"][0]
+    assert (code, judged["needed"], judged["power_of_two"]) == (0, 1, 2)
+    assert lines[2:] == verdicts_of(doc)
+    assert lines[2].endswith(": 2)")
 
 
 class _Tty(io.StringIO):
@@ -748,35 +789,55 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_the_report_in_full_on_a_terminal(tmp_path: Path) -> None:
+def test_the_report_in_full_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each trace's line, its status in colour, its pools in order: devices by
     number, then by name; in each, the streams without a priority first, then
-    each priority in order. Then what to do when one is short."""
+    each priority in order. Then what to do when one is short. (The report in
+    full: the golden of ``test_the_wording_of_verify``.)"""
+    one, missing, wide = terminal_traces(tmp_path)
+    out = _Tty()
+    opts = argparse.Namespace(traces=[one, missing, wide], queues=1, training=[],
+                              json=False, pools="separate")  # fmt: skip
+    assert _verify.run(opts, out) == 2
+    lines = out.getvalue().splitlines()
+    marks = [(paint("ok", "green", out), one), (paint("unread", "red", out), missing),
+             (paint("short", "red", out), wide)]  # fmt: skip
+    assert [tuple(line.split()[:2]) for line in lines[2:5]] == [
+        (mark, f"{path}:") for mark, path in marks
+    ]
+    assert lines[5] == _verify.advice(2, True)
+    assert (
+        capsys.readouterr().err == f"{PREFIX}{missing}: {os.strerror(errno.ENOENT)}\n"
+    )
+    _, out_text, _ = verify(capsys, "--json", "--pools", "separate", wide)
+    order = [(2, None), (2, -1), (2, 0), (10, None), ("gpu_a", None), ("gpu_b", None)]
+    devices = json.loads(out_text)["traces"][0]["verdicts"][0]["devices"]
+    assert list(devices) == [_verify._label(pool) for pool in order]
+    assert listing(devices) in lines[4]
+
+
+def terminal_traces(tmp_path: Path) -> tuple[str, str, str]:
+    """A trace that fits Q = 1, one missing, and one whose pools sort."""
     one = write_trace(tmp_path / "one.json", trace([kernel(0, 7)]))
     events = [kernel("gpu_b", 1), kernel(10, 1), kernel(10, 2),
               kernel(2, 3, priority=0), kernel("gpu_a", 4), kernel(2, 5),
               kernel(2, 8, priority=-1),
               kernel(2, 9, priority=-1)]  # fmt: skip
     wide = write_trace(tmp_path / "wide.json", trace(events))
-    missing = str(tmp_path / "missing.json")
-    out = _Tty()
-    opts = argparse.Namespace(traces=[one, missing, wide], queues=1, training=[],
-                              json=False, pools="separate")  # fmt: skip
-    assert _verify.run(opts, out) == 2
-    assert out.getvalue() == (
-        "Q = 1, from --queues\n"
-        "pools: separate, as --pools says: each stream priority of a device has"
-        " its own Q queues\n"
-        f"\033[32mok\033[0m  {one}: at most 1 GPU stream per device (device 0: 1):"
-        " needs Q >= 1 (PR #4032's rounding, at least 2 lanes: 2)\n"
-        f"\033[31munread\033[0m  {missing}: No such file or directory\n"
-        f"\033[31mshort\033[0m  {wide}: at most 2 GPU streams per device (device 2:"
-        " 1, device 2 priority -1: 2, device 2 priority 0: 1, device 10: 2, device"
-        " gpu_a: 1, device gpu_b: 1): needs Q >= 2 (PR #4032's rounding, at least"
-        " 2 lanes: 2)\n"
-        "short: a device ran more streams than Q, so some shared a hardware queue;"
-        " GPU_MAX_HW_QUEUES=2 fits them; or check the config\n"
-    )
+    return one, str(tmp_path / "missing.json"), wide
+
+
+def pools_line(rule: _pools.PoolRule) -> list[str]:
+    """The lines that say a pool rule: its warnings, then why."""
+    return [*(f"warning: {w}" for w in rule.warnings), f"pools: {rule.why}"]
+
+
+def as_json(rule: _pools.PoolRule) -> dict[str, Any]:
+    """A pool rule as ``verify --json`` gives it."""
+    said: dict[str, Any] = {"rule": rule.rule, "source": rule.source, "why": rule.why}
+    return {**said, "warnings": list(rule.warnings)} if rule.warnings else said
 
 
 def test_the_json_report_in_full(tmp_path: Path) -> None:
@@ -817,26 +878,7 @@ def test_errors_in_json_too(
 # or one per device (with it), chosen by --pools, else the variable, else the
 # trace's HIP version, else both verdicts.
 
-APART = "each stream priority of a device has its own Q queues"
-ONE = "all streams of a device share its Q queues"
 VARIABLE = "DEBUG_HIP_IGNORE_STREAM_PRIORITY"
-SEPARATE_LINE = (
-    "(device 0: 3, device 0 priority -1: 2, device 1: 3, device 2: 1): needs Q >= 3"
-    " (PR #4032's rounding, at least 2 lanes: 4)"
-)
-SHARED_LINE = (
-    "(device 0: 5, device 1: 3, device 2: 1): needs Q >= 5 (PR #4032's rounding,"
-    " at least 2 lanes: 8)"
-)
-SURE = (
-    "short: a device ran more streams than Q, so some shared a hardware queue;"
-    " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-)
-UNSURE = (
-    "short under shared pools only: if the job's HIP had one pool per device, a"
-    " device ran more streams than Q, so some shared a hardware queue;"
-    " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-)
 
 
 def generated(tmp_path: Path, name: str = "t.json", **top: Any) -> str:
@@ -858,28 +900,31 @@ def test_the_option_chooses_the_pools(
     Q = 4 fits; shared, device 0's five streams do not."""
     monkeypatch.setenv(VARIABLE, "1")
     path = generated(tmp_path, hip_runtime_version=60241134)
-    assert lines_of(capsys, "--pools", "separate", path) == (0, [
-        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
-        f"pools: separate, as --pools says: {APART}",
-        f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}",
-    ])  # fmt: skip
+    code, lines, doc = both_forms(capsys, "--pools", "separate", path)
+    [report] = doc["traces"]
+    assert (code, report["pool_rule"]["rule"], report["pool_rule"]["source"]) == (
+        0, "separate", "--pools"
+    )  # fmt: skip
+    assert report["pool_rule"]["why"] == _pools.choose("separate", {}, None).why
+    assert [v["devices"] for v in report["verdicts"]] == [TRACE_DEVICES]
+    assert lines == [head(doc), *pools_line(_pools.choose("separate", {}, None)),
+                     *verdicts_of(doc)]  # fmt: skip
+    assert lines[2].startswith(f"ok  {path}: ")
     monkeypatch.setenv(VARIABLE, "0")
-    assert lines_of(capsys, path, "--pools=shared") == (1, [
-        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
-        f"pools: shared, as --pools says: {ONE}",
-        f"short  {path}: at most 5 GPU streams per device {SHARED_LINE}",
-        SURE,
-    ])  # fmt: skip
-    code, out, _ = verify(capsys, "--json", "--pools", "shared", path)
-    [report] = json.loads(out)["traces"]
+    code, lines, doc = both_forms(capsys, path, "--pools=shared")
+    [report] = doc["traces"]
     assert code == 1 and report["ok"] is False
-    why = f"shared, as --pools says: {ONE}"
-    assert report["pool_rule"] == {"rule": "shared", "source": "--pools", "why": why}
+    assert report["pool_rule"] == as_json(_pools.choose("shared", {}, None))
+    assert report["pool_rule"]["source"] == "--pools"
     assert report["verdicts"] == [
         {"pools": "shared", "devices": TRACE_SHARED_DEVICES,
          "streams": TRACE_SHARED_STREAMS, "needed": TRACE_SHARED_STREAMS,
          "power_of_two": 8, "ok": False}
     ]  # fmt: skip
+    advice = _verify.advice(TRACE_SHARED_STREAMS, True)
+    assert lines == [head(doc), f"pools: {report['pool_rule']['why']}",
+                     *verdicts_of(doc), advice]  # fmt: skip
+    assert lines[2].startswith(f"short  {path}: ")
 
 
 @pytest.mark.parametrize("value", ["both", "apart", "Shared", ""])
@@ -896,10 +941,8 @@ def test_the_option_takes_a_rule_only(
 def test_the_option_after_the_double_dash_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert refused(capsys, generated(tmp_path), "--", "--pools", "shared") == (
-        "--pools: is verify's own option: put it before '--' (after '--'"
-        " everything is a training argument)"
-    )
+    said = refused(capsys, generated(tmp_path), "--", "--pools", "shared")
+    assert said.startswith("--pools: ") and "verify's" in said and "'--'" in said
 
 
 @pytest.mark.parametrize(
@@ -917,38 +960,24 @@ def test_the_variable_as_the_jobs_hip_reads_it(
     nonzero), wins over the trace's HIP version; a value HIP reads otherwise
     than it reads gets one warning line, in the text and in the JSON."""
     monkeypatch.setenv(VARIABLE, value)
-    path = generated(tmp_path, hip_runtime_version=70253211 if shared else 60241134)
-    code, lines = lines_of(capsys, path)
-    read = "true" if shared else "false"
+    version = 70253211 if shared else 60241134
+    path = generated(tmp_path, hip_runtime_version=version)
+    code, lines, doc = both_forms(capsys, path)
     rule = "shared" if shared else "separate"
-    means = ONE if shared else APART
-    why = f"{rule}, as HIP reads {VARIABLE}={value!r} ({read}): {means}"
-    if shared:
-        why += " (a HIP older than the flag ignores it: --pools separate then)"
-    warning = (
-        f'{VARIABLE}={value!r}: HIP reads {read}: it takes "true" or a number,'
-        f" nonzero as true, and anything else as false; judged so: {means}"
-    )
-    said = [] if plain else [f"warning: {warning}"]
-    assert lines[: 2 + len(said)] == [
-        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
-        *said,
-        f"pools: {why}",
-    ]
-    verdict = (
-        f"short  {path}: at most 5 GPU streams per device {SHARED_LINE}"
-        if shared
-        else f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}"
-    )
-    assert lines[2 + len(said) :] == ([verdict, SURE] if shared else [verdict])
-    assert code == int(shared)
-    code, out, _ = verify(capsys, "--json", path)
-    [report] = json.loads(out)["traces"]
-    expected = {"rule": rule, "source": VARIABLE, "why": why}
-    if not plain:
-        expected["warnings"] = [warning]
-    assert report["pool_rule"] == expected
+    chosen = _pools.choose(None, {VARIABLE: value}, version)
+    [report] = doc["traces"]
+    said = (chosen.rule, chosen.source, len(chosen.warnings))
+    assert said == (rule, VARIABLE, int(not plain))
+    assert f"{VARIABLE}={value!r}" in chosen.why and _pools.MEANS[rule] in chosen.why
+    assert all(w.startswith(f"{VARIABLE}={value!r}: ") for w in chosen.warnings)
+    assert report["pool_rule"] == as_json(chosen)
     assert [v["pools"] for v in report["verdicts"]] == [rule]
+    advice = [_verify.advice(TRACE_SHARED_STREAMS, True)] if shared else []
+    assert lines == [head(doc), *pools_line(chosen), *verdicts_of(doc), *advice]
+    assert [line.split()[:2] for line in verdicts_of(doc)] == [
+        ["short" if shared else "ok", f"{path}:"]
+    ]
+    assert code == int(shared)
 
 
 def test_a_variable_hip_reads_no_way_is_passed_over(
@@ -956,12 +985,14 @@ def test_a_variable_hip_reads_no_way_is_passed_over(
 ) -> None:
     monkeypatch.setenv(VARIABLE, "2147483648")
     code, lines = lines_of(capsys, generated(tmp_path, hip_runtime_version=60241134))
-    assert code == 0
-    assert lines[1] == (
-        f"warning: {VARIABLE}='2147483648' is a number beyond C's int: what HIP"
-        " reads there is undefined; judged as if it were unset"
-    )
-    assert lines[2].startswith("pools: separate, as HIP 6.2 does")
+    chosen = _pools.choose(None, os.environ, 60241134)
+    assert code == 0 and lines[1:3] == pools_line(chosen)
+    assert chosen == _pools.choose(None, {}, 60241134)._replace(
+        warnings=chosen.warnings
+    )  # judged as if unset
+    [warning] = chosen.warnings
+    assert warning.startswith(f"{VARIABLE}='2147483648' ")
+    assert chosen.rule == "separate" and chosen.source == "hip_runtime_version"
 
 
 def test_a_trace_naming_a_hip_before_the_change_keeps_pools_apart(
@@ -970,21 +1001,17 @@ def test_a_trace_naming_a_hip_before_the_change_keeps_pools_apart(
     """Kineto's ``hip_runtime_version`` (HIP_VERSION) of a line all of whose
     releases came out before ROCm/rocm-systems#8485: one verdict, apart."""
     path = generated(tmp_path, hip_runtime_version=60241134)
-    why = (
-        "separate, as HIP 6.2 does (hip_runtime_version 60241134 in the trace),"
-        f" released before ROCm/rocm-systems#8485 (merged 2026-07-13): {APART}"
-    )
-    assert lines_of(capsys, path) == (0, [
-        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
-        f"pools: {why}",
-        f"ok  {path}: at most 3 GPU streams per device {SEPARATE_LINE}",
-    ])  # fmt: skip
-    code, out, _ = verify(capsys, "--json", path)
-    [report] = json.loads(out)["traces"]
+    code, lines, doc = both_forms(capsys, path)
+    [report] = doc["traces"]
+    why = report["pool_rule"]["why"]
     assert code == 0 and report["pool_rule"] == {
         "rule": "separate", "source": "hip_runtime_version", "why": why
     }  # fmt: skip
+    assert "HIP 6.2" in why and "60241134" in why and _pools.PR in why
+    assert why.endswith(_pools.MEANS["separate"])
     assert [v["devices"] for v in report["verdicts"]] == [TRACE_DEVICES]
+    assert lines == [head(doc), f"pools: {why}", *verdicts_of(doc)]
+    assert lines[2].startswith(f"ok  {path}: ")
 
 
 def test_a_trace_naming_a_hip_that_may_have_the_change_gets_both_verdicts(
@@ -994,30 +1021,22 @@ def test_a_trace_naming_a_hip_that_may_have_the_change_gets_both_verdicts(
     say which 7.2.x ran, so both verdicts; the worse (shared) decides, and the
     advice says it holds only under shared pools."""
     path = generated(tmp_path, hip_runtime_version=70253211)
-    why = (
-        "both verdicts: HIP 7.2 (hip_runtime_version 70253211 in the trace) may"
-        " have ROCm/rocm-systems#8485 (merged 2026-07-13): its first release is"
-        " not known; the worse decides; choose with --pools separate (a HIP"
-        " without it) or --pools shared (one with it)"
-    )
-    assert lines_of(capsys, path) == (1, [
-        "Q = 4, from HIP's default (GPU_MAX_HW_QUEUES unset)",
-        f"pools: {why}",
-        f"ok  {path} (separate pools): at most 3 GPU streams per device"
-        f" {SEPARATE_LINE}",
-        f"short  {path} (shared pools): at most 5 GPU streams per device"
-        f" {SHARED_LINE}",
-        UNSURE,
-    ])  # fmt: skip
-    code, out, _ = verify(capsys, "--json", path)
-    doc = json.loads(out)
+    code, lines, doc = both_forms(capsys, path)
     [report] = doc["traces"]
+    why = report["pool_rule"]["why"]
     assert (code, doc["ok"], report["ok"]) == (1, False, False)
     assert report["pool_rule"] == {"rule": "both", "source": "hip_runtime_version",
                                    "why": why}  # fmt: skip
+    assert "HIP 7.2" in why and "70253211" in why and why.endswith(_pools.CHOOSE)
     assert [(v["pools"], v["devices"], v["ok"]) for v in report["verdicts"]] == [
         ("separate", TRACE_DEVICES, True), ("shared", TRACE_SHARED_DEVICES, False)
     ]  # fmt: skip
+    assert lines == [head(doc), f"pools: {why}", *verdicts_of(doc),
+                     _verify.advice(TRACE_SHARED_STREAMS, False)]  # fmt: skip
+    assert [line.split()[:3] for line in lines[2:4]] == [
+        ["ok", path, "(separate"],
+        ["short", path, "(shared"],
+    ]
     # Both fit Q = 5: exit 0.
     assert verify(capsys, "--queues", "5", path)[0] == 0
 
@@ -1028,23 +1047,20 @@ def test_nothing_says_so_both_verdicts_through_the_command(
     """No option, no variable, no version: both verdicts, one line saying why
     and how to choose; the exit status is the worse verdict's."""
     path = generated(tmp_path)
-    code, lines = lines_of(capsys, path)
+    code, lines, doc = both_forms(capsys, path)
+    [report] = doc["traces"]
     assert code == 1
-    assert lines[1] == f"pools: {NOTHING_SAYS}"
-    assert lines[2:] == [
-        f"ok  {path} (separate pools): at most 3 GPU streams per device"
-        f" {SEPARATE_LINE}",
-        f"short  {path} (shared pools): at most 5 GPU streams per device {SHARED_LINE}",
-        UNSURE,
-    ]
-    code, out, _ = verify(capsys, "--json", path)
-    [report] = json.loads(out)["traces"]
+    assert lines[1:] == [f"pools: {NOTHING_SAYS}", *verdicts_of(doc),
+                         _verify.advice(TRACE_SHARED_STREAMS, False)]  # fmt: skip
     assert report["pool_rule"] == {"rule": "both", "source": "none",
                                    "why": NOTHING_SAYS}  # fmt: skip
-    assert [v["pools"] for v in report["verdicts"]] == ["separate", "shared"]
+    assert [(v["pools"], v["ok"]) for v in report["verdicts"]] == [
+        ("separate", True),
+        ("shared", False),
+    ]
     # Where both are short, the advice is sure; where none is, none is given.
     code, lines = lines_of(capsys, "--queues", "2", path)
-    assert code == 1 and lines[-1] == SURE
+    assert code == 1 and lines[-1] == _verify.advice(TRACE_SHARED_STREAMS, True)
     assert [line.split("  ")[0] for line in lines[2:4]] == ["short", "short"]
     code, lines = lines_of(capsys, "--queues", "5", path)
     assert code == 0 and [line.split("  ")[0] for line in lines[2:]] == ["ok", "ok"]
@@ -1054,17 +1070,13 @@ def test_a_version_that_is_none_is_said_once_per_rule(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = generated(tmp_path, hip_runtime_version="7.2")
-    code, lines = lines_of(capsys, path)
-    warning = (
-        "hip_runtime_version '7.2' in the trace is no HIP version (Kineto writes"
-        " HIP_VERSION: major * 10000000 + minor * 100000 + patch); judged as a"
-        " trace that names none"
-    )
-    assert code == 1 and lines[1:3] == [f"warning: {warning}", f"pools: {NOTHING_SAYS}"]
-    code, out, _ = verify(capsys, "--json", path)
-    assert json.loads(out)["traces"][0]["pool_rule"] == {
-        "rule": "both", "source": "none", "why": NOTHING_SAYS, "warnings": [warning]
-    }  # fmt: skip
+    code, lines, doc = both_forms(capsys, path)
+    chosen = _pools.choose(None, {}, "7.2")
+    [warning] = chosen.warnings
+    assert warning.startswith("hip_runtime_version '7.2' ")
+    assert chosen == _pools.choose(None, {}, None)._replace(warnings=(warning,))
+    assert code == 1 and lines[1:3] == pools_line(chosen)
+    assert doc["traces"][0]["pool_rule"] == as_json(chosen)
 
 
 def test_each_trace_by_its_own_version_the_rule_said_when_it_changes(
@@ -1083,8 +1095,8 @@ def test_each_trace_by_its_own_version_the_rule_said_when_it_changes(
         "pools", f"ok  {a}", f"ok  {b}", f"unread  {missing}", "pools",
         f"ok  {c} (separate pools)", f"ok  {c} (shared pools)",
     ]  # fmt: skip
-    assert lines[1].startswith("pools: separate, as HIP 6.2 does")
-    assert lines[5].startswith("pools: both verdicts: HIP 7.2")
+    assert lines[1] == f"pools: {_pools.choose(None, {}, 60241134).why}"
+    assert lines[5] == f"pools: {_pools.choose(None, {}, 70253211).why}"
 
 
 def test_the_lines_fit_the_terminal(
@@ -1099,7 +1111,8 @@ def test_the_lines_fit_the_terminal(
     verdicts = [line for line in lines if line.startswith("ok  ")]
     assert code == 0 and len(verdicts) == 2
     prose = [line for line in lines if line not in verdicts]
-    assert prose[1].startswith("pools: both verdicts: HIP 7.2")
+    why = _pools.choose(None, {}, 70253211).why
+    assert " ".join(" ".join(prose[1:]).split()) == f"pools: {why}"
     assert len(prose) > 4 and all(len(line) < 60 for line in prose), prose
     assert all(line.startswith("  ") for line in prose[2:]), prose
 
@@ -1110,13 +1123,10 @@ def test_a_trace_without_priorities_gets_one_line_for_both_rules(
     """Kineto writes no stream priority on ROCm: both rules give the same
     pools, said in one line (the JSON keeps both verdicts)."""
     path = write_trace(tmp_path / "t.json", trace([kernel(0, s) for s in range(5)]))
-    code, lines = lines_of(capsys, path)
-    assert code == 1 and lines[2:] == [
-        f"short  {path} {ALIKE}: at most 5 GPU streams per device (device 0: 5):"
-        " needs Q >= 5 (PR #4032's rounding, at least 2 lanes: 8)",
-        SURE,
-    ]
-    assert ALIKE == "(both rules alike: no stream priorities)"
+    code, lines, doc = both_forms(capsys, path)
+    assert code == 1 and lines[2:] == [*verdicts_of(doc), _verify.advice(5, True)]
+    assert lines[2].startswith(f"short  {path} {ALIKE}: ")
+    assert len(doc["traces"][0]["verdicts"]) == 2
 
 
 @pytest.mark.parametrize("chunk", [1, 64, 1 << 20])
@@ -1194,17 +1204,10 @@ def test_the_advice_follows_the_sure_verdicts(
         tmp_path / "surely.json", trace([kernel(0, s) for s in range(7)])
     )
     code, lines = lines_of(capsys, "--queues", "6", maybe, surely)
-    assert code == 1
-    assert lines[-1] == (
-        "short: a device ran more streams than Q, so some shared a hardware queue;"
-        " GPU_MAX_HW_QUEUES=8 fits them; or check the config"
-    )
+    assert code == 1 and lines[-1] == _verify.advice(7, True)
     code, lines = lines_of(capsys, "--queues", "6", maybe)
-    assert code == 1 and lines[-1].startswith(
-        "short under shared pools only: if the job's HIP had one pool per device,"
-        " a device ran more streams than Q, so some shared a hardware queue; 12"
-        " streams are more than PR #4032's model ever counts"
-    )
+    assert code == 1 and lines[-1] == _verify.advice(12, False)
+    assert len({_verify.advice(n, s) for n in (7, 12) for s in (True, False)}) == 4
 
 
 def test_in_json_a_misplaced_trace_is_an_error(
@@ -1213,8 +1216,9 @@ def test_in_json_a_misplaced_trace_is_an_error(
     """``--json`` answers ``{"error": ...}`` for a trace among the training
     arguments (a trace not read is an entry of ``traces``: above)."""
     code, out, err = verify(capsys, "--json", "--job.config_file", "job.toml", "t.json")
-    assert code == 2 and json.loads(out) == {"error": err[len(PREFIX) : -1]}
-    assert err.startswith(f"{PREFIX}'t.json' was read as a value of --job.config_file")
+    said = _verify.misplaced_trace(["--job.config_file", "job.toml", "t.json"], [])
+    assert code == 2 and json.loads(out) == {"error": said}
+    assert err == f"{PREFIX}{said}\n"
 
 
 def test_no_note_without_training_arguments(
@@ -1251,8 +1255,127 @@ def test_ctrl_c_during_a_big_trace_is_one_line(
 
     monkeypatch.setattr(_verify, "read_trace", interrupted)
     code, out, err = verify(capsys, *(["--json"] if json_form else []), path)
-    assert code == 130  # the wording: test_module_form's Ctrl-C test
+    assert code == 130  # the wording: the golden
     assert err == f"rocm-hwq-autoset: {CUT_SHORT}\n"
     assert (json.loads(out) if json_form else out) == (
         {"error": CUT_SHORT} if json_form else ""
     )
+
+
+def test_the_wording_of_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every line ``verify`` writes, for each case the tests above judge by
+    their values: the wording is pinned here, once (``UPDATE_GOLDEN=1``)."""
+    streams = {n: write_trace(tmp_path / f"{n}.json",
+                              trace([kernel(0, s) for s in range(n)]))
+               for n in (1, 3, 5, 6, 7, 12)}  # fmt: skip
+    cpu_op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm"}
+    cpu = write_trace(tmp_path / "cpu_only.json", trace([cpu_op]))
+    events = [kernel(0, s) for s in range(6)]
+    events += [kernel(0, s, priority=-1) for s in range(10, 16)]
+    maybe = write_trace(tmp_path / "maybe.json", trace(events))
+    hip62 = generated(tmp_path, "hip62.json", hip_runtime_version=60241134)
+    hip72 = generated(tmp_path, "hip72.json", hip_runtime_version=70253211)
+    bad_version = generated(tmp_path, "bad_version.json", hip_runtime_version="7.2")
+    plain = generated(tmp_path)
+    args = ["--job.config_file", EXAMPLE, "--parallelism.expert_parallel_degree", "2",
+            "--compile.enable_fsdp_ag_rs_overlap"]  # fmt: skip
+    packed = {
+        "xz": lzma.compress(b"{}"),
+        "bzip2": bz2.compress(b"{}"),
+        "zstd": b"\x28\xb5\x2f\xfd" + bytes(16),
+        "zip": b"PK\x03\x04" + bytes(26),
+    }
+    for kind, data in packed.items():
+        (tmp_path / f"{kind}.json.x").write_bytes(data)
+    cases: list[tuple[str, dict[str, str], list[str]]] = [
+        ("HIP's default", {}, [streams[3]]),
+        ("one short", {}, [streams[3], streams[5]]),
+        ("--queues", {}, ["--queues", "8", streams[3], streams[5]]),
+        ("an explicit value", {"GPU_MAX_HW_QUEUES": "8"}, [streams[5]]),
+        ("a value HIP reads otherwise", {"GPU_MAX_HW_QUEUES": "8.0"}, [streams[5]]),
+        ("the package's value",
+         {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
+         [streams[5]]),
+        ("a value HIP cannot use", {"GPU_MAX_HW_QUEUES": "eight"}, [streams[5]]),
+        ("the package's value HIP cannot use",
+         {"GPU_MAX_HW_QUEUES": "0", "ROCM_HWQ_AUTOSET_ORIGIN": "0 job.config_file"},
+         [streams[5]]),
+        ("the training arguments", {}, [streams[3], streams[5], *args]),
+        ("an explicit value against the arguments", {"GPU_MAX_HW_QUEUES": "4"},
+         [streams[5], *args]),
+        ("an explicit value the arguments agree with", {"GPU_MAX_HW_QUEUES": "8"},
+         [streams[5], *args]),
+        ("the package's value for other arguments",
+         {"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "4 job.config_file"},
+         [streams[5], *args]),
+        *((f"{kind}-compressed", {}, [str(tmp_path / f"{kind}.json.x")])
+          for kind in packed),
+        ("a trace not read among others", {}, [streams[1], cpu, streams[6]]),
+        ("no trace", {}, []),
+        ("no trace, in JSON", {}, ["--json"]),
+        ("no such trace", {}, ["/nonexistent.json"]),
+        ("--queues 0", {}, ["--queues", "0", "x.json"]),
+        ("--queues 0, in JSON", {}, ["--json", "--queues", "0", "x.json"]),
+        ("a trace as a flag's value", {},
+         ["--job.config_file", "job.toml", "five.json"]),
+        ("a trace as a flag's value, in JSON", {},
+         ["--json", "--job.config_file", "job.toml", "five.json"]),
+        ("a trace after a flag's value", {},
+         ["a.json", "--job.config_file=job.toml", "--training.steps", "3", "b.JSON"]),
+        ("a trace after '--'", {}, ["--", "five.json", "--job.config_file", "j.toml"]),
+        ("--pools after '--'", {}, [plain, "--", "--pools", "shared"]),
+        ("no such config", {}, [streams[1], "--job.config_file", "/nonexistent.toml"]),
+        ("a bad training argument", {},
+         [streams[1], "--job.config_file", EXAMPLE,
+          "--parallelism.tensor_parallel_degree", "2.0"]),
+        ("one stream", {}, ["--queues", "1", streams[1]]),
+        ("the model's largest Q fits", {}, [streams[6]]),
+        ("more streams than the model counts", {}, ["--queues", "8", streams[12]]),
+        ("short for sure", {}, ["--queues", "6", maybe, streams[7]]),
+        ("short under shared pools only", {}, ["--queues", "6", maybe]),
+        ("--pools separate", {"DEBUG_HIP_IGNORE_STREAM_PRIORITY": "1"},
+         ["--pools", "separate", hip62]),
+        ("--pools shared", {"DEBUG_HIP_IGNORE_STREAM_PRIORITY": "0"},
+         ["--pools=shared", hip62]),
+        *(("the pools' variable", {VARIABLE: value},
+           [hip72 if value in ("1", "true", "2x") else hip62])
+          for value in ("1", "true", "0", "false", "yes", "TRUE", "", "2x")),
+        ("the pools' variable beyond C's int", {VARIABLE: "2147483648"}, [hip62]),
+        ("HIP 6.2", {}, [hip62]),
+        ("HIP 7.2", {}, [hip72]),
+        ("nothing says", {}, [plain]),
+        ("no HIP version", {}, [bad_version]),
+        ("the rule said when it changes", {},
+         ["--queues", "5", hip62, str(tmp_path / "missing.json"), hip72]),
+    ]  # fmt: skip
+    text = []
+    for title, env, argv in cases:
+        command, code, out, err = case(monkeypatch, env, partial(verify, capsys),
+                                       "verify", *argv)  # fmt: skip
+        text.append(transcript(f"{title}: {command}", code, out, err,
+                               {"T": str(tmp_path), "EXAMPLE": EXAMPLE}))  # fmt: skip
+    terminal = _Tty()
+    (tmp_path / "terminal").mkdir()
+    opts = argparse.Namespace(traces=list(terminal_traces(tmp_path / "terminal")),
+                              queues=1, training=[], json=False,
+                              pools="separate")  # fmt: skip
+    code = _verify.run(opts, terminal)
+    terminal_err = capsys.readouterr().err
+    text.append(transcript("on a terminal, in colour", code, terminal.getvalue(),
+                           terminal_err, {"T": str(tmp_path)}))  # fmt: skip
+
+    def interrupted(path: str) -> Any:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_verify, "read_trace", interrupted)
+        code, out, err = verify(capsys, streams[1])
+    text.append(transcript("Ctrl-C", code, out, err, {"T": str(tmp_path)}))
+    monkeypatch.setattr(_traces, "MAX_VALUE_CHARS", 10)
+    monkeypatch.setattr(_traces, "CHUNK", 1)
+    code, out, err = verify(capsys, streams[1])
+    text.append(transcript("a JSON value longer than the limit (10 characters)",
+                           code, out, err, {"T": str(tmp_path)}))  # fmt: skip
+    check_golden(GOLDEN / "cli" / "verify.txt", "".join(text))

@@ -10,6 +10,12 @@ from typing import Callable
 
 import pytest
 
+from rocm_hwq_autoset._cli._common import AS_IF_ON_ROCM
+from rocm_hwq_autoset._cli.doctor import COLUMN, start_up_check
+from rocm_hwq_autoset._decision import SKIP, Outcome
+from rocm_hwq_autoset._environ import NAME, QUEUES, QueuesSetting
+from rocm_hwq_autoset._rocm import PTH
+
 from ..helpers import (
     CUDA_VERSION_PY,
     ROCM_VERSION_PY,
@@ -22,6 +28,8 @@ from ..helpers import (
 #: One worker builds the venvs (a session fixture each worker would build again)
 #: and runs every test that uses them.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("venvs")]
+#: The topic of a launch's row.
+LAUNCH = "for that launch"
 JOB = "[model]\nname = 'deepseek_v3'\n[parallelism]\nexpert_parallel_degree = 2\n"
 
 
@@ -54,6 +62,26 @@ def fits_80_columns(out: str) -> bool:
     in its detail column."""
     return all(len(line) <= 80 or " " not in line[29:].strip()
                for line in out.splitlines())  # fmt: skip
+
+
+def rows(out: str) -> dict[str, tuple[str, str]]:
+    """Doctor's rows by topic: each status, and its detail whole again (the
+    wording of each: tests/golden/cli/doctor.txt)."""
+    found: dict[str, tuple[str, str]] = {}
+    topic = ""
+    for line in out.split("\n\n")[0].splitlines():
+        if line.startswith(" "):
+            status, detail = found[topic]
+            found[topic] = (status, f"{detail} {line.strip()}")
+        else:
+            topic = line[6:COLUMN].strip()
+            found[topic] = (line.split()[0], line[COLUMN:].strip())
+    return found
+
+
+def summary(out: str) -> str:
+    """The summary after the rows, on one line."""
+    return " ".join(out.split("\n\n")[-1].split())
 
 
 def test_healthy(venv: Venv) -> None:
@@ -90,32 +118,29 @@ def test_for_a_rocm_launch(venv: Venv, tmp_path: Path) -> None:
                        "--compile.enable_fsdp_ag_rs_overlap",
                        env={"PYTHONPATH": str(rocm)})  # fmt: skip
     assert code == 0, out
-    flat = " ".join(out.split())
-    assert "ok ROCm " in flat and "hip = '6.2.41133-dd7f95766'" in flat
+    found = rows(out)
+    assert found["ROCm"][0] == "ok" and "'6.2.41133-dd7f95766'" in found["ROCm"][1]
     # The doctor's own argv named the config: the hook ran in it at start-up,
     # and stayed out of the package's own command (Python >= 3.10 sees it).
-    assert ("at start-up the hook did nothing: rocm-hwq-autoset's own command"
-            in flat)  # fmt: skip
-    assert "GPU_MAX_HW_QUEUES unset (HIP's default: 4)" in flat
-    assert "for that launch would set GPU_MAX_HW_QUEUES=8" in flat
+    own = start_up_check(Outcome(SKIP, f"{NAME}'s own command"))
+    assert found["this process"] == (own.status, own.detail)
+    assert found[QUEUES] == ("ok", QueuesSetting({}).describe())
+    assert found[LAUNCH] == ("ok", f"would set {QUEUES}=8")
     code, out = doctor(venv.python, "--", "--job.config_file", str(job),
                        env={"PYTHONPATH": str(rocm),
                             "GPU_MAX_HW_QUEUES": "2"})  # fmt: skip
     assert code == 0
-    assert "GPU_MAX_HW_QUEUES 2, set explicitly: it always wins" in " ".join(
-        out.split()
-    )
+    assert rows(out)[QUEUES] == ("ok", QueuesSetting({QUEUES: "2"}).describe())
 
 
 def test_bad_config_is_unhealthy(venv: Venv, tmp_path: Path) -> None:
     rocm = fake_torch(tmp_path / "rocm", ROCM_VERSION_PY)
     code, out = doctor(venv.python, "--", "--job.config_file", "/nonexistent.toml",
                        env={"PYTHONPATH": str(rocm)})  # fmt: skip
-    assert code == 1
-    assert (
-        "unhealthy: for that launch: warning: /nonexistent.toml: No such file"
-        in " ".join(out.split())
-    )
+    status, detail = rows(out)[LAUNCH]
+    assert (code, status) == (1, "FAIL")
+    assert detail.startswith("warning: /nonexistent.toml: ")
+    assert summary(out) == f"unhealthy: {LAUNCH}: {detail}"
 
 
 def test_off_rocm_a_config_the_hook_would_refuse_is_unhealthy(
@@ -128,10 +153,11 @@ def test_off_rocm_a_config_the_hook_would_refuse_is_unhealthy(
     cuda = fake_torch(tmp_path / "cuda", CUDA_VERSION_PY)
     code, out = doctor(venv.python, "--", "--job.config_file", str(bom),
                        env={"PYTHONPATH": str(cuda)})  # fmt: skip
-    flat = " ".join(out.split())
-    assert code == 1, out
-    assert f"unhealthy: for that launch: warning: {bom}: invalid TOML" in flat
-    assert flat.endswith("(checked as if on ROCm: this machine is not)")
+    status, detail = rows(out)[LAUNCH]
+    assert (code, status) == (1, "FAIL"), out
+    assert detail.startswith(f"warning: {bom}: invalid TOML")
+    assert detail.endswith(f"({AS_IF_ON_ROCM})")
+    assert summary(out) == f"unhealthy: {LAUNCH}: {detail}"
 
 
 def test_pth_removed(venv: Venv, wheelhouse: Path) -> None:
@@ -142,14 +168,15 @@ def test_pth_removed(venv: Venv, wheelhouse: Path) -> None:
         code, out = doctor(venv.python)
     finally:
         pth.write_bytes(saved)
-    assert code == 1
-    assert "FAIL  rocm_hwq_autoset.pth" in out
+    status, detail = rows(out)[PTH]
+    assert (code, status) == (1, "FAIL")
     wheel = next(wheelhouse.glob("rocm_hwq_autoset-*.whl"))
     # Was: "in no site directory ...: not installed", while pip lists it.
-    assert (f"unhealthy: rocm_hwq_autoset.pth: {pth} is missing, though"
-            " rocm-hwq-autoset is installed (pip list shows it): the hook never"
-            f" runs; restore it: {venv.python} -m pip install --force-reinstall"
-            f" --no-deps {wheel}") in " ".join(out.split())  # fmt: skip
+    assert detail.startswith(f"{pth} is missing, ") and "(pip list" in detail
+    reinstall = [venv.python, "-m", "pip", "install", "--force-reinstall",
+                 "--no-deps", str(wheel)]  # fmt: skip
+    assert detail.split(": ")[-1].split() == reinstall
+    assert summary(out) == f"unhealthy: {PTH}: {detail}"
 
 
 def test_pip_install_target_is_no_site_directory(
@@ -165,12 +192,10 @@ def test_pip_install_target_is_no_site_directory(
     bare = tmp_path / "bare"
     subprocess.run([venv.python, "-m", "venv", "--without-pip", str(bare)], check=True)
     code, out = doctor(str(bare / "bin" / "python"), env={"PYTHONPATH": str(target)})
-    assert code == 1
-    assert (
-        f"{target}/rocm_hwq_autoset.pth: its folder is on sys.path but is no site"
-        in " ".join(out.split())
-    )
-    assert "pip install --target" in " ".join(out.split())
+    status, detail = rows(out)[PTH]
+    assert (code, status) == (1, "FAIL")
+    assert detail.startswith(f"{target}/{PTH}: ") and "sys.path" in detail.split()
+    assert "--target?);" in detail.split()
 
 
 def test_no_site(venv: Venv) -> None:
@@ -178,7 +203,8 @@ def test_no_site(venv: Venv) -> None:
         venv.python, flags=("-S",), env={"PYTHONPATH": str(venv.site_packages)}
     )
     assert code == 1
-    assert "python -S: site is skipped" in out
+    status, detail = rows(out)["site"]
+    assert status == "FAIL" and detail.startswith("python -S: ")
     assert out.count("FAIL") == 1, out  # not also "pip install --target"
     assert "--target" not in out
 
@@ -187,10 +213,7 @@ def test_explicit_value_that_hip_cannot_use_fails(venv: Venv) -> None:
     code, out = doctor(venv.python, env={"GPU_MAX_HW_QUEUES": "abc"})
     assert code == 1
     assert "FAIL  GPU_MAX_HW_QUEUES" in out
-    assert (
-        "'abc' (HIP reads 0), set explicitly: not a queue count HIP can use"
-        in " ".join(out.split())
-    )
+    assert rows(out)[QUEUES] == ("FAIL", QueuesSetting({QUEUES: "abc"}).describe())
 
 
 def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
@@ -211,10 +234,10 @@ def test_user_site_turned_off(wheelhouse: Path, tmp_path: Path) -> None:
     ).stdout.strip()  # fmt: skip
     code, out = doctor(python, flags=("-s",), env={**env, "PYTHONPATH": user_site})
     assert code == 1
-    said = " ".join(out.split())
     pth = f"{user_site}/rocm_hwq_autoset.pth"
-    assert f"FAIL rocm_hwq_autoset.pth {pth} is in the user site, which is" in said
-    assert "user site, which is disabled (-s, -I or PYTHONNOUSERSITE)" in said
+    status, detail = rows(out)[PTH]
+    assert status == "FAIL" and detail.startswith(f"{pth} ")
+    assert "(-s," in detail.split() and "PYTHONNOUSERSITE)" in detail.split()
     assert "ok    rocm_hwq_autoset.start" not in out
     assert fits_80_columns(out) and pth in out  # the path whole, on one line
 
@@ -259,6 +282,11 @@ def _checkout(venv: Venv) -> Path:
     return venv.path.parent / "checkout"
 
 
+def reinstall_editable(venv: Venv) -> list[str]:
+    """The command doctor gives to install the editable checkout again."""
+    return [venv.python, "-m", "pip", "install", "-e", str(_checkout(venv))]
+
+
 def test_an_editable_install_is_healthy(editable: Venv) -> None:
     """Was: "_rocm_hwq_autoset_gate ... comes first on sys.path, not the one
     beside ...", unhealthy, on an install that works."""
@@ -275,9 +303,10 @@ def test_an_editable_install_still_fails_for_a_shadowing_gate(
 ) -> None:
     (tmp_path / "_rocm_hwq_autoset_gate.py").write_text("def start(): pass\n")
     code, out = doctor(editable.python, env={"PYTHONPATH": str(tmp_path)})
-    assert code == 1
-    assert (f"FAIL _rocm_hwq_autoset_gate {tmp_path}/_rocm_hwq_autoset_gate.py"
-            " comes first on sys.path") in " ".join(out.split())  # fmt: skip
+    status, detail = rows(out)["_rocm_hwq_autoset_gate"]
+    assert (code, status) == (1, "FAIL")
+    assert detail.startswith(f"{tmp_path}/_rocm_hwq_autoset_gate.py ")
+    assert "sys.path," in detail.split()
 
 
 def test_an_editable_install_whose_checkout_changed_its_gate(editable: Venv) -> None:
@@ -289,11 +318,11 @@ def test_an_editable_install_whose_checkout_changed_its_gate(editable: Venv) -> 
         code, out = doctor(editable.python)
     finally:
         gate.write_bytes(saved)
-    flat = " ".join(out.split())
-    assert code == 1
-    assert (f"is not {gate} (changed since the install): start-up runs the old"
-            f" one; reinstall: {editable.python} -m pip install -e"
-            f" {_checkout(editable)}") in flat  # fmt: skip
+    status, detail = rows(out)["_rocm_hwq_autoset_gate"]
+    assert (code, status) == (1, "FAIL")
+    installed = editable.site_packages / "_rocm_hwq_autoset_gate.py"
+    assert detail.startswith(f"{installed} is not {gate} ")
+    assert detail.split(": ")[-1].split() == reinstall_editable(editable)
 
 
 def test_an_editable_install_without_its_package(
@@ -301,7 +330,8 @@ def test_an_editable_install_without_its_package(
 ) -> None:
     """``rm -rf checkout/rocm_hwq_autoset``. Was: a launch said nothing even
     in verbose mode, and the console script was a ModuleNotFoundError
-    traceback."""
+    traceback. The line names the checkout and the command that reinstalls
+    it (its wording: tests/unit/test_gate.py)."""
     package = _checkout(editable) / "rocm_hwq_autoset"
     aside = tmp_path / "aside"
     package.rename(aside)
@@ -320,18 +350,17 @@ def test_an_editable_install_without_its_package(
                     for level in levels]  # fmt: skip
     finally:
         aside.rename(package)
-    missing = (
-        "the package cannot be imported (ModuleNotFoundError: No module named"
-        f" 'rocm_hwq_autoset'): its files are missing (an editable install of"
-        f" {_checkout(editable)}); reinstall: {editable.python} -m pip install -e"
-        f" {_checkout(editable)}"
-    )
     assert (said.returncode, said.stdout) == (2, "")
-    assert said.stderr == f"rocm-hwq-autoset: error: {missing}\n"
+    assert said.stderr.startswith("rocm-hwq-autoset: error: ")
+    missing = said.stderr[len("rocm-hwq-autoset: error: ") : -1]
+    checkout = str(_checkout(editable))
+    assert missing.count(checkout) == 2  # the install's and the command's
+    assert missing.split(": ")[-1].split() == reinstall_editable(editable)
+    assert "(ModuleNotFoundError:" in missing.split()
     verbose, default = launches
     assert (verbose.returncode, verbose.stdout) == (0, "trained\n")
-    assert verbose.stderr == (
-        f"rocm-hwq-autoset: warning: {missing}; GPU_MAX_HW_QUEUES left unset\n"
+    assert (
+        verbose.stderr == f"rocm-hwq-autoset: warning: {missing}; {QUEUES} left unset\n"
     )
     assert (default.returncode, default.stdout, default.stderr) == (0, "trained\n", "")
 
@@ -344,11 +373,11 @@ def test_an_editable_install_without_its_pth(editable: Venv) -> None:
         code, out = doctor(editable.python)
     finally:
         pth.write_bytes(saved)
-    assert code == 1
-    assert (f"unhealthy: rocm_hwq_autoset.pth: {pth} is missing, though"
-            " rocm-hwq-autoset is installed (pip list shows it): the hook never"
-            f" runs; restore it: {editable.python} -m pip install -e"
-            f" {_checkout(editable)}") in " ".join(out.split())  # fmt: skip
+    status, detail = rows(out)[PTH]
+    assert (code, status) == (1, "FAIL")
+    assert detail.startswith(f"{pth} is missing, ")
+    assert detail.split(": ")[-1].split() == reinstall_editable(editable)
+    assert summary(out) == f"unhealthy: {PTH}: {detail}"
 
 
 def test_a_read_only_cache_on_a_real_mount(venv: Venv, tmp_path: Path) -> None:
@@ -371,8 +400,10 @@ def test_a_read_only_cache_on_a_real_mount(venv: Venv, tmp_path: Path) -> None:
         env={"PATH": os.environ["PATH"], "NO_COLOR": "1",
              "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)},
     )  # fmt: skip
-    flat = " ".join(proc.stdout.split())
-    assert f"FAIL cache {cache}: read-only, 0 entries, none taken" in flat, flat
-    assert proc.returncode == 1
+    status, detail = rows(proc.stdout)["cache"]
+    assert (status, proc.returncode) == ("FAIL", 1), proc.stdout
+    assert detail.startswith(f"{cache}: read-only, ") and " 0 entries, " in detail
     _, out = doctor(venv.python, env={"ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache)})
-    assert f"{cache}: usable, 0 entries" in " ".join(out.split())  # outside: writable
+    status, detail = rows(out)["cache"]  # outside: writable
+    assert status == "ok" and detail.startswith(f"{cache}: usable, ")
+    assert detail.endswith(" 0 entries")

@@ -18,7 +18,7 @@ import pytest
 
 from rocm_hwq_autoset._config import MAX_CONFIG_BYTES, MAX_DOTS_PER_LINE
 
-from ..helpers import ROCM_VERSION_PY, Venv, fake_torch
+from ..helpers import ROCM_VERSION_PY, UNSET_TAIL, Venv, fake_torch
 
 #: One worker builds the venvs (a session fixture each worker would build again)
 #: and runs every test that uses them.
@@ -164,7 +164,7 @@ def test_hostile(name: str, venv: Venv, tmp_path: Path) -> None:
         assert len(lines) == (1 if expected is None else 2), proc.stderr
         assert lines[0].startswith("rocm-hwq-autoset: warning: ")
         assert warning in lines[0]
-        assert lines[0].endswith("unset" if expected is None else "reads")
+        assert lines[0].endswith(f"; {UNSET_TAIL}" if expected is None else "reads")
         assert len(lines[0]) <= 400
         if expected is not None:  # the value's line, after the warning
             assert lines[1].startswith(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset._decision import MAX_LINE, PREFIX, fit
+from rocm_hwq_autoset._decision import CACHED, MAX_LINE, PREFIX, fit
 
 from ..helpers import Venv
 from .test_module_launch import EP2, LINE, Launch
@@ -130,7 +130,7 @@ def test_a_module_launch_whose_hip_started_before_torch_is_said(
     hip = {"STANDIN_START_HIP": "/dev/kfd"}
     seen, err, _ = launch.run(args, prefix=namespace, env=hip)
     assert seen["queues"] == "8"
-    assert err == LINE[:-1] + ", from the cached --module/--config evaluation\n"
+    assert err == LINE[:-1] + CACHED + "\n"
     off = {**hip, "ROCM_HWQ_AUTOSET_CACHE": "0"}
     seen, err, _ = launch.run(args, prefix=namespace, env=off)
     assert seen["queues"] == "8"

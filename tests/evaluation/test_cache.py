@@ -3,6 +3,7 @@ entry must match, when an entry is trusted, how it is written and pruned."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,13 +17,14 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._config import ConfigError
+from rocm_hwq_autoset._environ import cache_switch
 from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
 from rocm_hwq_autoset._model import Config
 from tests.evaluation.helpers import served_on_a_full_disk
 from tests.fake_child import ANSWER, INPUTS, SETTINGS
-from tests.helpers import child_env
+from tests.helpers import GOLDEN, check_golden, check_lines, child_env, lines_report
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Config(INPUTS, SETTINGS)
@@ -37,6 +39,21 @@ def config_of(found: tuple[Any, str]) -> tuple[Config | None, str]:
 
 
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
+
+
+def untrusted(folder: Path) -> str:
+    """What ``open_cache`` says of a folder it does not trust: the folder, and
+    why (``_untrusted``'s words for it)."""
+    reason = _cache._untrusted(os.stat(folder))
+    assert reason, folder
+    return f"{folder}: {reason}; not used"
+
+
+def test_the_words_of_each_entry_not_taken() -> None:
+    """A lookup's reasons, each a constant of ``cache``: their words, once."""
+    names = ("READ_ONLY", "OTHER_FORMAT", "OTHER_LAUNCH", "CORRUPT", "NO_HOME")
+    said = [(name, getattr(_cache, name)) for name in names]
+    check_golden(GOLDEN / "lines" / "cache.txt", lines_report(said))
 
 
 @pytest.mark.parametrize(
@@ -64,7 +81,7 @@ def test_without_home_the_users_home_is_asked() -> None:
 
 
 def test_a_uid_with_no_home_has_no_cache(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Issue #36: no folder in the temporary directory any more (another user
     could make it first, plant a link in it, or swap it; and asking
@@ -88,9 +105,10 @@ def test_a_uid_with_no_home_has_no_cache(
     assert open_cache(explicit)[0] is not None  # a folder named: used
     with pytest.raises(ConfigError) as caught:
         location({"ROCM_HWQ_AUTOSET_CACHE_DIR": "~/cache", "HOME": ""})
-    assert str(caught.value) == (
-        "ROCM_HWQ_AUTOSET_CACHE_DIR: '~/cache': there is no home directory here"
-    )
+    assert caught.value.source == "ROCM_HWQ_AUTOSET_CACHE_DIR"
+    assert caught.value.reason.split()[0] == "'~/cache':"
+    check_lines(request, [("ROCM_HWQ_AUTOSET_CACHE_DIR=~/cache, no home",
+                           str(caught.value))])  # fmt: skip
 
 
 def test_the_switch(tmp_path: Path) -> None:
@@ -100,10 +118,8 @@ def test_the_switch(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
     with pytest.raises(ConfigError) as caught:
         open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": "sometimes"})
-    assert str(caught.value) == (
-        "ROCM_HWQ_AUTOSET_CACHE='sometimes' is not 1/on/true/yes/auto (on),"
-        " 0/off/false/no (off)"
-    )
+    said = cache_switch({"ROCM_HWQ_AUTOSET_CACHE": "sometimes"})[1]
+    assert str(caught.value) == said
     for on in ("", "1", "on", "yes", "True"):
         cache, problem = open_cache({**environ, "ROCM_HWQ_AUTOSET_CACHE": on})
         assert cache is not None and problem == ""
@@ -119,15 +135,15 @@ def test_the_directory_is_made_private(tmp_path: Path) -> None:
     assert cache is None and "No such file" in problem
 
 
-def test_a_directory_others_can_write_is_not_used(tmp_path: Path) -> None:
+def test_a_directory_others_can_write_is_not_used(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     folder = tmp_path / "c"
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
-    assert (
-        cache is None
-        and problem == f"{folder}: writable by its group or others; not used"
-    )
+    assert cache is None and problem == untrusted(folder)
+    check_lines(request, [("a cache folder of mode 777", problem)], tmp_path)
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o720, 0o702])
@@ -137,22 +153,22 @@ def test_a_directory_its_group_can_write_is_not_used(tmp_path: Path, mode: int) 
     folder.mkdir()
     folder.chmod(mode)
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
-    assert (
-        cache is None
-        and problem == f"{folder}: writable by its group or others; not used"
-    )
+    assert cache is None and problem == untrusted(folder)
     folder.chmod(0o750)  # read and enter: no one else writes
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
     assert cache is not None and problem == ""
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
-def test_a_directory_of_another_user_is_not_used(tmp_path: Path) -> None:
+def test_a_directory_of_another_user_is_not_used(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     folder = tmp_path / "c"
     folder.mkdir(mode=0o700)
     os.chown(folder, 65534, 65534)
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(folder)})
-    assert cache is None and problem == f"{folder}: owned by another user; not used"
+    assert cache is None and problem == untrusted(folder)
+    check_lines(request, [("a cache folder of uid 65534", problem)], tmp_path)
 
 
 def test_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -428,14 +444,14 @@ def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
     [
         ("writable by others", "entry ignored: writable by its group or others"),
         ("writable by its group", "entry ignored: writable by its group or others"),
-        ("not json", "entry ignored: corrupt"),
-        ("not a result", "entry ignored: corrupt"),
-        ("other format", "entry of another format"),
+        ("not json", _cache.CORRUPT),
+        ("not a result", _cache.CORRUPT),
+        ("other format", _cache.OTHER_FORMAT),
         ("a link", "entry ignored: "),
         ("a folder", "entry ignored: "),
         ("a fifo", "entry ignored: "),  # opened without waiting for a writer
-        ("bad deps", "entry ignored: corrupt"),
-        ("another key's", "entry ignored: it is another launch's"),
+        ("bad deps", _cache.CORRUPT),
+        ("another key's", _cache.OTHER_LAUNCH),
     ],
 )
 def test_an_entry_that_cannot_be_trusted_is_ignored(
@@ -502,9 +518,7 @@ def test_a_read_only_cache_has_no_entry_to_take(
         return False
 
     monkeypatch.setattr(_cache.os, "access", access)
-    assert cache.lookup("k", {}) == (
-        None, "read-only: no use of an entry can be noted, none is taken"
-    )  # fmt: skip
+    assert cache.lookup("k", {}) == (None, _cache.READ_ONLY)
     assert asked == [(".", os.W_OK | os.X_OK, cache.fd)]
     monkeypatch.undo()
     assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
@@ -512,15 +526,16 @@ def test_a_read_only_cache_has_no_entry_to_take(
 
 @pytest.mark.parametrize("noted", [True, False])
 def test_an_entry_is_taken_only_where_its_use_is_noted(
-    cache: Cache, monkeypatch: pytest.MonkeyPatch, noted: bool
-) -> None:
+    cache: Cache, monkeypatch: pytest.MonkeyPatch, noted: bool,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
     """A full disk (or a race with a remount): the bound could not be kept."""
     cache.store("k", CONFIG, NO_DEPS)
     if not noted:
         served_on_a_full_disk(monkeypatch)
-        assert cache.lookup("k", {}, take=True) == (
-            None, "cannot note that the entry is taken (No space left on device)"
-        )  # fmt: skip
+        found, why = cache.lookup("k", {}, take=True)
+        assert found is None and why.endswith(f" ({os.strerror(errno.ENOSPC)})")
+        check_lines(request, [("a full disk", why)])
         return
     assert cache.take("k", {}) == ""
     assert len(cache.unchecked("k") or []) == 1
@@ -530,7 +545,8 @@ def test_an_entry_is_taken_only_where_its_use_is_noted(
 def test_an_entry_of_another_user_is_ignored(cache: Cache) -> None:
     cache.store("k", CONFIG, NO_DEPS)
     os.chown(cache.entry("k"), 65534, 65534)
-    assert cache.lookup("k", {}) == (None, "entry ignored: owned by another user")
+    reason = _cache._untrusted(os.stat(cache.entry("k")))
+    assert reason and cache.lookup("k", {}) == (None, f"entry ignored: {reason}")
 
 
 #: Keys as the cache makes them (32 hex digits): only such names are pruned.
@@ -651,7 +667,7 @@ USER_FILES = {"results.json": b'{"loss": 1.5}\n', "a.lock": b"", "old.tmp": b"x"
 
 @pytest.mark.parametrize(
     "foreign",
-    ["user files", "a folder", "a link named like an entry", "a folder so named"],
+    ["user-files", "folder", "entry-link", "entry-folder"],
 )
 def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreign: str
@@ -665,14 +681,14 @@ def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     folder.mkdir(mode=0o700)
     for name, data in USER_FILES.items():
         (folder / name).write_bytes(data)
-    if foreign == "a folder":
+    if foreign == "folder":
         (folder / "logs").mkdir()
-    elif foreign == "a link named like an entry":
+    elif foreign == "entry-link":
         for name in USER_FILES:
             (folder / name).unlink()
         (tmp_path / "target").write_text("")
         (folder / f"{K[3]}.json").symlink_to(tmp_path / "target")
-    elif foreign == "a folder so named":
+    elif foreign == "entry-folder":
         for name in USER_FILES:
             (folder / name).unlink()
         (folder / f"{K[3]}.h.lock").mkdir()
@@ -692,7 +708,7 @@ def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     assert {n: d for n, d in after.items() if n in before} == before  # byte for byte
     assert stale_lock.exists()
     assert {f"{k}.json" for k in K[:3]} <= set(after)
-    assert (tmp_path / "target").exists() or foreign != "a link named like an entry"
+    assert (tmp_path / "target").exists() or foreign != "entry-link"
 
 
 def test_the_names_of_the_cache(cache: Cache) -> None:
@@ -883,9 +899,8 @@ def test_a_hostile_entry_is_a_corrupt_entry(
         doc["variants"] = [variant]
     Path(cache.entry("k")).write_text(text or json.dumps(doc))
     assert cache.lookup("k", {})[0] is None
-    assert cache.lookup("k", {})[1] in ("entry ignored: corrupt",
-                                        "entry of another format")  # fmt: skip
-    Path(cache.result_file("k")).write_text(text or json.dumps(doc))
+    assert cache.lookup("k", {})[1] in (_cache.CORRUPT, _cache.OTHER_FORMAT)
+    Path(cache.path, cache.result_file("k")).write_text(text or json.dumps(doc))
     _, published = cache.published("k")
     assert cache.peer_answer(published, "k", {}) is None
 
@@ -963,7 +978,7 @@ def test_an_entry_of_an_earlier_format_is_not_read(cache: Cache, old: int) -> No
     assert _cache.FORMAT == 5
     cache._write("k.json", json.dumps({"format": old, "result": RESULT,
                                        "deps": NO_DEPS}))  # fmt: skip
-    assert cache.lookup("k", {}) == (None, "entry of another format")
+    assert cache.lookup("k", {}) == (None, _cache.OTHER_FORMAT)
 
 
 def test_only_a_directory_the_cache_made_is_tagged_and_pruned(

@@ -19,6 +19,7 @@ from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation.cache import Cache, open_cache
 from rocm_hwq_autoset._model import Config
 from tests.fake_child import INPUTS, SETTINGS
+from tests.helpers import check_lines
 
 from .children import answer, child
 
@@ -56,14 +57,17 @@ def shared() -> Iterator[Path]:
         shutil.rmtree(folder)
 
 
-def test_a_link_another_user_plants_is_never_followed(shared: Path) -> None:
+def test_a_link_another_user_plants_is_never_followed(
+    shared: Path, request: pytest.FixtureRequest
+) -> None:
     """Was: the owner test followed the link (``os.stat``): a link to a folder
     of the victim's was taken for the cache, its files the cache's."""
     mine = shared / "mine"
     mine.mkdir(mode=0o700)
     as_other_user(lambda: (shared / "cache").symlink_to(mine))
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(shared / "cache")})
-    assert (cache, problem) == (None, f"{shared / 'cache'}: a symbolic link; not used")
+    assert cache is None and problem.split(": ")[0] == str(shared / "cache")
+    check_lines(request, [("a link planted as the cache", problem)], shared)
     assert os.listdir(mine) == []
 
 
@@ -92,7 +96,7 @@ def test_an_entry_is_no_entry_under_another_name(tmp_path: Path) -> None:
     cache = Cache(str(tmp_path))
     cache.store("a" * 32, Config(INPUTS, SETTINGS), _NO_DEPS)
     os.rename(tmp_path / f"{'a' * 32}.json", tmp_path / f"{'b' * 32}.json")
-    assert cache.lookup("b" * 32, {}) == (None, "entry ignored: it is another launch's")
+    assert cache.lookup("b" * 32, {}) == (None, _cache.OTHER_LAUNCH)
 
 
 _NO_DEPS: dict[str, object] = {"env": {}, "files": [], "dirs": [], "lists": []}

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._evaluation.answer import Verdict
-from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED, Cache
 from rocm_hwq_autoset._model import encode_inputs
 
+from ..helpers import check_lines
+from ..helpers import said as parsed
 from .children import CHILD, Forked, answer, child, evaluations, flat
 
 #: A recipe whose degree comes from a file read only by os.path.exists: no
@@ -135,19 +137,17 @@ def test_a_check_that_agrees_refreshes_the_entry_and_says_nothing(
 
 
 def test_a_check_that_finds_the_entry_stale_corrects_it_and_says_so_once(
-    flagged: dict[str, str],
+    flagged: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
     assert answer(child(flagged, FLAG))["inputs"] == TP1
     Path(flagged["WORK"], "tp2.flag").write_text("")  # no recording sees this
     assert answer(child(flagged, FLAG))["how"] == "cache"  # the hole
     out, said = checking(flagged, TP1)
     assert verdict(out) == ("stale", TP2)  # for the launcher's next processes
-    assert said == [
-        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
-        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
-        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
-        " cudagraph_capture); the cache now holds 8 for the next launch"
-    ]
+    [line] = said  # the value set from it, and the one the cache holds now
+    assert parsed(line + "\n")[0] == "warning"
+    assert {"GPU_MAX_HW_QUEUES=4", "8"} <= set(line.split())
+    check_lines(request, [("the entry says TP 1, the config TP 2", line)])
     assert entry(flagged)["result"]["inputs"] == TP2
     again = answer(child(flagged, FLAG))  # the next launch gets it
     assert (again["how"], again["inputs"]) == ("cache", TP2)
@@ -299,19 +299,18 @@ def test_a_check_that_fails_keeps_the_entry_and_says_so_only_when_verbose(
 
 
 def test_a_check_whose_evaluation_is_refused_removes_the_entry_and_says_so(
-    flagged: dict[str, str],
+    flagged: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
     answer(child(flagged, FLAG))
     registry = Path(flagged["WORK"], "exists_recipes", "config_registry.py")
     registry.write_text("")  # the config function is gone
     _, said = checking(flagged, TP1)
-    assert said == [
-        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
-        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: torchtitan"
-        " could not build the config (AttributeError: module"
-        " 'exists_recipes.config_registry' has no attribute 'flag'); the cache no"
-        " longer holds it: the next launch evaluates again"
-    ]
+    [line] = said  # the value set from it, and the refusal, named
+    assert parsed(line + "\n")[0] == "warning"
+    assert {"GPU_MAX_HW_QUEUES=4", "'exists_recipes.config_registry'"} <= set(
+        line.split()
+    )
+    check_lines(request, [("the config function gone", line)])
     assert entry(flagged) is None
 
 
@@ -330,7 +329,7 @@ def test_a_check_runs_at_the_lowest_priority(flagged: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("level", ["", "verbose"])
 def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
-    flagged: dict[str, str], level: str
+    flagged: dict[str, str], level: str, request: pytest.FixtureRequest
 ) -> None:
     answer(child(flagged, FLAG))
     before = entry(flagged)
@@ -340,9 +339,10 @@ def test_a_check_that_takes_too_long_ends_and_keeps_the_entry(
                        ROCM_HWQ_AUTOSET_TIMEOUT="0.2",
                        ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
     assert 2 < time.monotonic() - start < 10  # ten timeouts, then the alarm's second
-    assert said == ([] if not level else [
-        "rocm-hwq-autoset: cache: checking the cached --module/--config"
-        " evaluation took over 2 s; the entry is kept"])  # fmt: skip
+    assert len(said) == (1 if level else 0)  # a detail: verbose only
+    if level:
+        assert parsed(said[0] + "\n")[0] == "say" and "2" in said[0].split()
+        check_lines(request, [("a check of over 2 s", said[0])])
     assert entry(flagged) == before
 
 
@@ -352,6 +352,7 @@ def test_a_stale_entry_the_check_cannot_correct_is_removed(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     removed: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
     """A full or read-only cache: the wrong entry must not stay for the next
     launch. The check's main in a fork of this process, storing refused; and
@@ -387,14 +388,13 @@ def test_a_stale_entry_the_check_cannot_correct_is_removed(
         roots = ("torchtitan", "exists_recipes")
         for name in [m for m in sys.modules if m.split(".")[0] in roots]:
             del sys.modules[name]
+    last = said.splitlines(keepends=True)[-1]  # after the store's own warning
+    assert parsed(last)[0] == "warning"
+    check_lines(request, [("storing refused" + ("" if removed else ", and removing"),
+                           last)])  # fmt: skip
     if not removed:
-        assert said.endswith(
-            "; the cache cannot drop it (Read-only file system): it is taken at"
-            " most 2 times unchecked\n"
-        ), said
+        assert f"({os.strerror(30)}):" in last.split("; ")[-1]  # why it stays
+        assert str(MAX_UNCHECKED) in last.split("; ")[-1].split()  # how long
         assert entry(flagged) is not None
         return
-    assert said.endswith(
-        "; the cache no longer holds it: the next launch evaluates again\n"
-    ), said
     assert entry(flagged) is None

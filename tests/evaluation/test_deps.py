@@ -27,7 +27,40 @@ from rocm_hwq_autoset._evaluation.deps import (
     counts,
 )
 
-from ..helpers import child_env
+from ..helpers import GOLDEN, check_golden, check_lines, child_env, lines_report
+
+NO_DEPS: dict[str, Any] = {"env": {}, "files": [], "dirs": [], "lists": []}
+
+
+def _change(kind: str, entry: list[Any]) -> str | None:
+    deps: dict[str, Any] = {"env": {}, "files": [], "dirs": [], "lists": []}
+    deps[kind] = [entry]
+    return changed(deps, {})
+
+
+def module_change(path: Path | str) -> str | None:
+    """What ``changed`` says of a folder searched for modules that changed,
+    naming ``path`` (as against a listed folder's change)."""
+    return _change("dirs", [str(path), [None, None], [], [], True])
+
+
+def listing_change(path: Path | str) -> str | None:
+    """What ``changed`` says of a folder the evaluation listed that changed."""
+    return _change("lists", [str(path), [None, None], ["?"], True])
+
+
+def test_the_words_of_each_change() -> None:
+    """Each kind of change, its words once: the tests assert the kind and
+    the input it names."""
+    said = [
+        ("MY_DEGREE, was 2", changed({**NO_DEPS, "env": {"MY_DEGREE": "2"}}, {})),
+        ("MY_FLAG, was set", changed({**NO_DEPS, "present": {"MY_FLAG": True}}, {})),
+        ("/gone/x.py", _change("files", ["/gone/x.py", 1, 2, 3, 4, None, False])),
+        ("modules in /gone/site", module_change("/gone/site")),
+        ("the listing of /gone/runs", listing_change("/gone/runs")),
+    ]
+    check_golden(GOLDEN / "lines" / "deps.txt", lines_report(said))
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -256,7 +289,7 @@ def test_a_pth_file_added_to_a_site_folder_counts(workdir: Path) -> None:
     assert changed(deps, ENV) is None
     (site_folder / "extra.pth").write_text("")
     found = changed(deps, ENV)
-    assert found == f"a module appeared or went in {site_folder}"
+    assert found == module_change(site_folder)
 
 
 def test_a_corrupt_record_raises_for_the_cache_to_ignore() -> None:
@@ -433,7 +466,7 @@ def test_a_folder_it_listed_counts_whole_even_on_the_import_path(
     assert str(workdir) in [path for path, *_ in deps["dirs"]]  # searched
     assert str(workdir) in [path for path, *_ in deps["lists"]]
     (workdir / "run-2.txt").write_text("")
-    assert changed(deps, {}) == f"{workdir} gained or lost an entry"
+    assert changed(deps, {}) == listing_change(workdir)
 
 
 def test_the_import_machinery_listing_a_folder_counts_its_modules(
@@ -446,7 +479,7 @@ def test_the_import_machinery_listing_a_folder_counts_its_modules(
     (workdir / "my_recipes" / "notes.txt").write_text("")
     assert changed(deps, {}) is None
     (workdir / "my_recipes" / "extra.py").write_text("")
-    assert "a module appeared or went in" in (changed(deps, {}) or "")
+    assert changed(deps, {}) == module_change(workdir / "my_recipes")
 
 
 def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
@@ -456,7 +489,7 @@ def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
     assert changed(deps, {}) is None
     later.mkdir()
     (later / "my_helper.py").write_text("DEGREE = 8\n")  # shadows the old one
-    assert changed(deps, {}) == f"a module appeared or went in {later}"
+    assert changed(deps, {}) == module_change(later)
 
 
 def test_a_user_site_that_was_missing_counts(workdir: Path) -> None:
@@ -475,7 +508,7 @@ def test_a_site_customization_appearing_counts(workdir: Path, name: str) -> None
     """Was: ``site``'s own look-ups ran before the recording, unseen."""
     deps = run(workdir, "import my_helper")
     (workdir / name).write_text("")  # the working directory is on the path
-    assert changed(deps, {}) == f"a module appeared or went in {workdir}"
+    assert changed(deps, {}) == module_change(workdir)
 
 
 @pytest.mark.parametrize("how", ["cp -p", "mv of a variant"])
@@ -628,14 +661,15 @@ def test_a_log_named_after_a_module_changes_nothing(workdir: Path, name: str) ->
 
 
 def test_a_recording_that_fails_fails_no_read_and_stores_nothing(
-    workdir: Path,
+    workdir: Path, request: pytest.FixtureRequest
 ) -> None:
     body = ("import rocm_hwq_autoset._evaluation.deps as deps\n"
             "deps._dir_stamp = None  # the recording of a listing breaks\n"
             "assert 'size.txt' in os.listdir('.')\n"
             "open('size.txt').read()")  # fmt: skip
     failed = run(workdir, body)["changed during"]
-    assert failed.startswith("the recording failed (")
+    assert failed.endswith(")") and "(TypeError:" in failed.split()  # its cause
+    check_lines(request, [("a listing's recording broken", failed)])
 
 
 # Issue #28, "detectable, but only warned": reads the design records, which a
@@ -655,7 +689,7 @@ def test_a_folder_walked_by_the_standard_library_counts(
     deps = run(workdir, walk)
     assert changed(deps, {}) is None
     (workdir / "checkpoints" / "step-2").write_text("")
-    assert changed(deps, {}) == f"{workdir / 'checkpoints'} gained or lost an entry"
+    assert changed(deps, {}) == listing_change(workdir / "checkpoints")
 
 
 def test_a_zip_on_the_path_that_gains_a_module_counts(workdir: Path) -> None:
@@ -673,7 +707,7 @@ def test_a_zip_on_the_path_that_gains_a_module_counts(workdir: Path) -> None:
     time.sleep(0.01)
     with zipfile.ZipFile(plugins, "a") as archive:
         archive.writestr("late_plugin.py", "")
-    assert changed(deps, {}) == f"a module appeared or went in {plugins}"
+    assert changed(deps, {}) == module_change(plugins)
 
 
 def test_a_folder_on_the_path_only_while_an_import_is_tried_counts(
@@ -687,7 +721,7 @@ def test_a_folder_on_the_path_only_while_an_import_is_tried_counts(
     assert changed(deps, {}) is None
     (workdir / "extra").mkdir()
     (workdir / "extra" / "maybe_plugin.py").write_text("")
-    assert changed(deps, {}) == f"a module appeared or went in {workdir / 'extra'}"
+    assert changed(deps, {}) == module_change(workdir / "extra")
 
 
 def test_a_file_opened_in_a_folder_by_descriptor_counts(workdir: Path) -> None:

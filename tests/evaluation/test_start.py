@@ -16,14 +16,15 @@ from typing import Any, ClassVar
 import pytest
 
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._decision import Outcome, conclude
 from rocm_hwq_autoset._evaluation import cache as cache_module
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
-from rocm_hwq_autoset._evaluation.cache import Cache
+from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED, Cache
 from rocm_hwq_autoset._model import encode_inputs
 from tests.fake_child import INPUTS
-from tests.helpers import child_env
+from tests.helpers import UNSET_TAIL, check_lines, child_env, set_line
+from tests.helpers import said as parsed
 
 from .helpers import (
     ARGS,
@@ -35,6 +36,9 @@ from .helpers import (
     pending,
     started,
 )
+
+#: What the fake check says on the descriptor it is given.
+CHECK_SAYS = "rocm-hwq-autoset: the check's line"
 
 
 class Installed:
@@ -116,13 +120,12 @@ def starting(
 
 
 def test_start_with_no_entry_starts_the_child_and_waits_later(
-    starting: Any, tmp_path: Path
+    starting: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     launch = pending()
     said, _, argv = starting(launch)
-    assert [(o.level, o.message) for o in said] == [
-        ("detail", "cache: no entry; evaluating")
-    ]
+    assert [o.level for o in said] == ["detail"]  # verbose only
+    check_lines(request, [("no entry", said[0].message)])
     cache_key = launch_key(pending(), os.environ)
     assert argv[:7] == ["--parent", str(os.getpid()), "--cache",
                         str(tmp_path / "cache"), "--key", cache_key,
@@ -141,13 +144,15 @@ def store_entry(deps: dict[str, Any] | None = None) -> Cache:
 
 
 def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
-    starting: Any, tmp_path: Path
+    starting: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     cache = store_entry()
     said, check, argv = starting(pending())
     [outcome] = said
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
-    assert outcome.message.endswith(", from the cached --module/--config evaluation")
+    cached = conclude({}, pending(), EVALUATED, cached=True)
+    fresh = conclude({}, pending(), EVALUATED)
+    assert outcome.message == cached.message != fresh.message
     assert outcome.inputs == INPUTS and isinstance(check, process.Child)
     cache_key = launch_key(pending(), os.environ)
     assert argv[:9] == ["--parent", str(os.getpid()), "--cache", cache.path,
@@ -161,7 +166,8 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
     # What the entry depended on changed: said, and evaluated again.
     store_entry({"files": [], "dirs": [], "lists": [], "env": {"MY_DEGREE": "2"}})
     said, waiter, argv = starting(pending())
-    assert [o.message for o in said] == ["cache: stale: MY_DEGREE changed; evaluating"]
+    assert [o.level for o in said] == ["detail"] and "MY_DEGREE" in said[0].text.split()
+    check_lines(request, [("MY_DEGREE=2 in the entry, unset here", said[0].message)])
     assert isinstance(waiter, Installed) and "--check" not in argv
 
 
@@ -190,8 +196,9 @@ def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
 
 @pytest.mark.parametrize("rank", ["", "0", "00", "1"])
 def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
-    starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str
-) -> None:
+    starting: Any, monkeypatch: pytest.MonkeyPatch, rank: str,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
     """Every check ended before it finished (the fake child never stores):
     each launch that takes the entry counts, whatever its local rank, and the
     machine's third launch evaluates and says why in verbose mode. Was: only
@@ -208,10 +215,9 @@ def test_a_hit_the_node_took_twice_unchecked_is_evaluated_before_training(
         assert said[0].level == "set" and (check is not None) is ours
     monkeypatch.setenv("SLURM_STEP_ID", "2")
     said, waiter, argv = starting(pending())
-    assert [o.message for o in said] == [
-        "cache: taken 2 times on this machine with no evaluation of it here since;"
-        " evaluating"
-    ]
+    assert [o.level for o in said] == ["detail"]
+    assert str(MAX_UNCHECKED) in said[0].text.split()  # the bound, named
+    check_lines(request, [("taken twice", said[0].message)], every_case=False)
     assert isinstance(waiter, Installed) and "--check" not in argv
 
 
@@ -235,15 +241,13 @@ def test_a_hit_whose_use_cannot_be_noted_is_evaluated_before_training(
 
     monkeypatch.setattr(cache_module.os, "open", full)
     said, waiter, argv = starting(pending())
-    assert [o.message for o in said] == [
-        "cache: cannot note that the entry is taken (No space left on device);"
-        " evaluating"
-    ]
+    assert [o.level for o in said] == ["detail"]
+    assert f"({os.strerror(28)})" in said[0].text  # why, in the system's words
     assert isinstance(waiter, Installed) and "--check" not in argv
 
 
 def test_a_check_that_cannot_start_leaves_the_cached_value(
-    starting: Any, monkeypatch: pytest.MonkeyPatch
+    starting: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     store_entry()
 
@@ -255,10 +259,8 @@ def test_a_check_that_cannot_start_leaves_the_cached_value(
     said, check, _ = starting(pending())
     assert check is None
     assert [(o.level, o.queues) for o in said] == [("set", 8), ("detail", None)]
-    assert said[1].message == (
-        "cache: the background check cannot start: [Errno 11] Resource temporarily"
-        " unavailable; the cached value stays"
-    )
+    assert said[1].text.endswith(str(BlockingIOError(11, os.strerror(11))))
+    check_lines(request, [("Popen: EAGAIN", said[1].message)])
     assert sorted(os.listdir("/proc/self/fd")) == fds  # its copy of stderr closed
 
 
@@ -329,7 +331,7 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
             "PYTHONPATH": str(ROOT),
             "ROCM_HWQ_AUTOSET_CACHE_DIR": str(cache),
             "FAKE_CHILD_STDERR": "never seen\n",
-            "FAKE_CHILD_SAY": "rocm-hwq-autoset: the check's line\n",
+            "FAKE_CHILD_SAY": CHECK_SAYS + "\n",
         },
         no_site=True,
     )  # the fake child starts as the real: -S
@@ -338,7 +340,7 @@ def test_our_stderr_is_the_checks_to_say_its_line_on(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("rocm-hwq-autoset: GPU_MAX_HW_QUEUES=8 (")
-    assert lines[1:] == ["rocm-hwq-autoset: the check's line"]
+    assert lines[1:] == [CHECK_SAYS]
 
 
 @pytest.mark.parametrize(
@@ -375,9 +377,9 @@ def test_a_child_that_cannot_start_is_one_warning_and_the_mark(
     [outcome], waiter, _ = starting(pending())
     assert waiter is None
     assert (outcome.level, outcome.marker) == ("warning", "unset --module")
-    assert outcome.message == (
-        "--module/--config: cannot start the evaluation: [Errno 2] No such file or"
-        " directory: '/nonexistent/python'; GPU_MAX_HW_QUEUES left unset"
+    assert outcome.text.split()[0] == "--module/--config:"  # no source: the form
+    assert (
+        outcome.text.endswith(" '/nonexistent/python'") and outcome.tail == UNSET_TAIL
     )
 
 
@@ -440,21 +442,17 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         return json.loads(done.stdout)["queues"], done.stderr.splitlines()
 
-    streams = "compute, all_reduce, fsdp_comm, cudagraph_capture"
-    assert launch() == ("4", [f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams:"
-                              f" {streams})"])  # fmt: skip
-    cached = (f"rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: {streams}),"
-              " from the cached --module/--config evaluation")  # fmt: skip
+    four = ("compute", "all_reduce", "fsdp_comm", "cudagraph_capture")
+    assert launch() == ("4", [set_line(4, four).rstrip("\n")])
+    cached = set_line(4, four, cached=True).rstrip("\n")
     assert launch() == ("4", [cached])  # the check agrees: nothing more
     (work / "tp2.flag").write_text("")
     queues, said = launch()
     assert queues == "4"  # the hit, at once
-    assert said[1:] == [
-        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
-        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 (5 GPU"
-        " streams: compute, all_reduce, fsdp_comm, tp_all_gather,"
-        " cudagraph_capture); the cache now holds 8 for the next launch"
-    ]
+    [stale] = said[1:]  # the check's: its words are test_check's golden
+    assert parsed(stale + "\n")[0] == "warning"
+    assert {"GPU_MAX_HW_QUEUES=4", "8"} <= set(stale.split())
     queues, said = launch()
     assert queues == "8" and len(said) == 1
-    assert said[0].endswith(", from the cached --module/--config evaluation")
+    five = ("compute", "all_reduce", "fsdp_comm", "tp_all_gather", "cudagraph_capture")
+    assert said[0] == set_line(8, five, cached=True).rstrip("\n")

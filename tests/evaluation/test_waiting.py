@@ -5,9 +5,9 @@ process)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -19,13 +19,21 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._decision import Outcome
+from rocm_hwq_autoset._decision import Outcome, internal_error
+from rocm_hwq_autoset._evaluation import lines, spawns
 from rocm_hwq_autoset._evaluation import parent as parent
-from rocm_hwq_autoset._evaluation import spawns
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
 from tests.fake_child import INPUTS, SETTINGS
 
+from ..helpers import set_line, unset_line
 from .helpers import POPEN, Applied, FakeEvaluation, pending, popen_args
+
+#: The warning of the package's own failure while a launch waits.
+BUG_LINE = unset_line(
+    "--module", ConfigError(internal_error(RuntimeError("a bug of ours")))
+)
+#: What a launcher that waits was doing when it needed the value.
+STARTED_A_PROCESS = inspect.signature(parent.Waiter.need).parameters["during"].default
 
 Q8 = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
       "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(INPUTS)}  # fmt: skip
@@ -135,7 +143,8 @@ def test_a_failed_evaluation_marks_every_worker(
         w.audit(POPEN, popen_args(env))
     assert envs == [{"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}] * 2
     [(outcome, *_)] = [call for call in applied.calls if not call[2]]
-    assert outcome.message == "--config: no such config; GPU_MAX_HW_QUEUES left unset"
+    said = unset_line("--module", ConfigError("no such config", "--config"))
+    assert outcome.line({}) == said
 
 
 DENSE_TP2 = Config(Inputs(tp=2, cudagraph=True), {})
@@ -207,11 +216,9 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(
     # One line says what the signal cut short; the launcher stops as it would.
     [(said, environs, quiet, _)] = applied.calls
     assert (said.level, environs, quiet) == ("warning", (), False)
-    assert re.fullmatch(
-        f"{expected.__name__} after \\d+\\.\\d s of waiting for the --module/--config"
-        " evaluation; GPU_MAX_HW_QUEUES left unset",
-        said.message,
-    ), said.message
+    waited = float(said.text.split()[2])  # what cut it short, after how long
+    assert 0 <= waited < 2 and said.text.split()[:2] == [expected.__name__, "after"]
+    assert said.message == lines.interrupted(expected(), waited).message
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
     assert evaluation.calls == ["answer"] and env == {}
@@ -238,10 +245,7 @@ def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     w.audit(POPEN, popen_args(env))  # no exception: the worker starts
     [(outcome, *_)] = [call for call in applied.calls if not call[2]]
     assert outcome.level == "warning"
-    assert outcome.message == (
-        "--module/--config: internal error (RuntimeError: a bug of ours);"
-        " GPU_MAX_HW_QUEUES left unset"
-    )
+    assert outcome.line({}) == BUG_LINE
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
 
 
@@ -253,11 +257,8 @@ def test_a_cached_answer_is_said_to_be_one(
     w.need()
     [(outcome, _, quiet, _)] = applied.calls
     assert not quiet
-    assert outcome.message == (
-        "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
-        " expert_comm, cudagraph_capture), from the cached --module/--config"
-        " evaluation"
-    )
+    five = ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture")
+    assert outcome.line({}) == set_line(8, five, cached=True)
 
 
 def test_our_own_failure_after_the_answer_is_one_warning(
@@ -273,10 +274,7 @@ def test_our_own_failure_after_the_answer_is_one_warning(
     w.audit(POPEN, popen_args(env))
     [(outcome, *_)] = [call for call in applied.calls if not call[2]]
     assert (outcome.level, outcome.marker) == ("warning", "unset --module")
-    assert outcome.message == (
-        "--module/--config: internal error (RuntimeError: a bug of ours);"
-        " GPU_MAX_HW_QUEUES left unset"
-    )
+    assert outcome.line({}) == BUG_LINE
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
 
 
@@ -580,11 +578,12 @@ def test_the_wait_says_what_ended_it(
     w, _, applied = waiter
     w.launch = pending(in_process=True)
     w.audit("import", ("torch.cuda", None, [], [], []))
-    assert [during for *_, during in applied.calls] == ["as torch.cuda was imported"]
+    [during] = [during for *_, during in applied.calls]
+    assert "torch.cuda" in during.split() and during != STARTED_A_PROCESS
     spawned = Applied()
     w2 = parent.Waiter(pending(), spawned, evaluation=FakeEvaluation())  # type: ignore[arg-type]
     w2.audit(POPEN, popen_args({}))
-    assert [c[-1] for c in spawned.calls if c[1] == ()] == ["as it started a process"]
+    assert [c[-1] for c in spawned.calls if c[1] == ()] == [STARTED_A_PROCESS]
 
 
 def test_a_long_wait_says_once_what_it_waits_for(
@@ -600,11 +599,7 @@ def test_a_long_wait_says_once_what_it_waits_for(
     w.audit(POPEN, popen_args({}))
     note, value = [c[0] for c in applied.calls if c[1] == ()]
     assert (note.level, note.queues, note.marker) == ("note", None, None)
-    assert note.message == (
-        "waiting for the --module/--config evaluation (torchtitan builds"
-        " graph_trainer.deepseek_v3's config c in a child); at most 0 s more"
-        " (ROCM_HWQ_AUTOSET_TIMEOUT)"
-    )
+    assert note.message == lines.waiting(w.launch, 0).message  # 0 s left
     assert note.line({}) == "rocm-hwq-autoset: " + note.message + "\n"
     assert note.line({"LOCAL_RANK": "1"}) is None
     assert value.queues is not None

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset._decision import CACHED
+
+from ..helpers import set_line
 from .conftest import FirstLaunch, Launches, ours, probes
 
 #: Beside other tests under xdist: a store runs at the idle priority, and these
@@ -99,13 +102,12 @@ def test_each_dependency_class(evaluated: FirstLaunch) -> None:
     launch; an unchanged relaunch, a new job id, another rank and a new log
     file beside it start no child."""
     work = evaluated.again()
-    assert evaluated.result == ("4", ["rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4"
-                                      " GPU streams: compute, all_reduce,"
-                                      " fsdp_comm, cudagraph_capture)"])  # fmt: skip
+    four = ("compute", "all_reduce", "fsdp_comm", "cudagraph_capture")
+    assert evaluated.result == ("4", [set_line(4, four).rstrip("\n")])
     assert work.evaluations() == 1
     queues, said = launch(work)
     assert queues == "4" and work.evaluations() == 1
-    assert said[0].endswith(", from the cached --module/--config evaluation")
+    assert said[0] == set_line(4, four, cached=True).rstrip("\n")
     (work.work / "slurm-78.out").write_text("a new job's log\n")
     assert launch(work, SLURM_JOB_ID="78", RANK="1", LOCAL_RANK="1") == ("4", [])
     assert work.evaluations() == 1
@@ -175,7 +177,7 @@ def test_an_entry_that_cannot_be_trusted_is_evaluated_again(
     queues, said = launch(work, ROCM_HWQ_AUTOSET_LOG="verbose")
     assert queues == "4" and work.evaluations() == 2
     assert any("cache: entry ignored" in line for line in said), said
-    assert not said[-1].endswith("from the cached --module/--config evaluation")
+    assert not said[-1].endswith(CACHED)
 
 
 def test_ranks_started_together_evaluate_once(work: Launches) -> None:
@@ -204,10 +206,11 @@ def test_explain_says_where_the_evaluation_came_from(work: Launches) -> None:
     explain = [work.python, "-m", "rocm_hwq_autoset", "explain", "--json", *MINE]
     code, out, err = work.run(explain)
     assert code == 0, err
-    assert json.loads(out)["evaluation"] == "evaluated (cache: no entry)"
+    assert json.loads(out)["evaluation"].split()[0] == "evaluated"  # a miss
     start = time.monotonic()
     code, out, _ = work.run(explain)
-    assert json.loads(out)["evaluation"].startswith("from the cache (")
+    hit = json.loads(out)["evaluation"]  # the entry it came from, named
+    assert hit.split()[0] != "evaluated" and hit.endswith(".json)")
     assert time.monotonic() - start < 5 and work.evaluations() == 1
     code, out, _ = work.run([*explain[:5], "--no-cache", *MINE])
     assert json.loads(out)["evaluation"] == "evaluated (--no-cache)"

@@ -19,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset._evaluation.child import CHECKED
+
+from ..helpers import UNSET_TAIL, set_line
+from ..helpers import said as parsed
 from ..unit.test_argv import TORCHRUN_LINES
 from .conftest import OUTLAST, Launches, ours, probes, wait_for
 
@@ -82,7 +86,7 @@ def test_one_node_two_workers_one_evaluation(
     assert len(lines) == 1 and "Traceback" not in err
     if queues is None:
         assert lines[0].startswith("rocm-hwq-autoset: warning: --module/--config: ")
-        assert lines[0].endswith("; GPU_MAX_HW_QUEUES left unset")
+        assert lines[0].endswith(f"; {UNSET_TAIL}")
         assert [p["origin"] for p in seen] == ["unset --module"] * 2
 
 
@@ -231,7 +235,7 @@ def test_a_nonexistent_config_keeps_the_end_of_its_warning(no_cache: Launches) -
     missing = ["--module", "graph_trainer.deepseek_v3", "--config", "nope"]
     _, _, err = no_cache.run(no_cache.train(*missing))
     [line] = ours(err, waited=missing)
-    assert line.endswith("; GPU_MAX_HW_QUEUES left unset")
+    assert line.endswith(f"; {UNSET_TAIL}")
     assert "... (" in line and "in all)]" in line  # the list of configs shortened
     assert len(line) <= 400
 
@@ -358,18 +362,16 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
     relaunch hits, gets 4 at once, and its check says in that launch what a
     fresh evaluation gives; the next launch gets it. Nothing is left running."""
     launches, command = exists
-    assert waited(launches, command) == ("4", [
-        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
-        " all_reduce, fsdp_comm, cudagraph_capture)"])  # fmt: skip
+    four = ("compute", "all_reduce", "fsdp_comm", "cudagraph_capture")
+    assert waited(launches, command) == ("4", [set_line(4, four).rstrip("\n")])
     (launches.work / "cp2.flag").write_text("")
     queues, said = waited(launches, command)
     assert queues == "4" and len(said) == 2, said
-    assert said[0].endswith(", from the cached --module/--config evaluation")
-    assert said[1].startswith(
-        "rocm-hwq-autoset: warning: the cached --module/--config evaluation was"
-        " stale: GPU_MAX_HW_QUEUES=4 was set from it; evaluated again: 8 ("
-    )
-    assert said[1].endswith("; the cache now holds 8 for the next launch")
+    assert said[0] == set_line(4, four, cached=True).rstrip("\n")
+    level, message = parsed(said[1] + "\n")  # the check's: what was set, what is
+    assert level == "warning" and message.startswith(f"{CHECKED} was stale: ")
+    assert {"GPU_MAX_HW_QUEUES=4", "8"} <= set(message.split())
+    assert "8" in message.split("; ")[-1].split()  # what the cache holds now
     queues, said = waited(launches, command)
     assert queues == "8" and len(said) == 1
     assert launches.left_behind() == []

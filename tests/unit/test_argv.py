@@ -379,7 +379,12 @@ def test_both_launch_forms_at_once_are_refused_naming_both(
     with pytest.raises(ConfigError) as caught:
         find_launch(argv, orig_argv)
     assert caught.value.source == flags
-    assert caught.value.reason.startswith("two launch forms at once")
+    # One reason for every pair (its words: tests/golden/lines/hook.txt).
+    with pytest.raises(ConfigError) as pair:
+        find_launch(
+            ["/src/torchtitan/train.py", "--module=m", "--job.config_file=j"], []
+        )
+    assert caught.value.reason == pair.value.reason
 
 
 def test_a_module_flag_of_another_program_beside_a_job_config_is_toml() -> None:
@@ -406,6 +411,23 @@ def test_program_reads_the_command_line_where_python_has_no_orig_argv(
     assert program(["-m", *args[:2]], []) == ("module", "")  # not this process's
     monkeypatch.setattr(gate, "PROC_CMDLINE", str(tmp_path / "none"))
     assert program(["-m", *args], []) == ("module", "")  # no /proc: as before
+
+
+def test_a_launch_shows_as_the_call_that_makes_it() -> None:
+    """Its repr (a failing test's message) is the Launch call, its form by
+    name."""
+    launch = Launch(MODULE_FORM, ["--module", "m"], False)
+    assert repr(launch) == "Launch('--module', ('--module', 'm'), in_process=False)"
+
+
+def test_a_launch_keeps_the_program_that_makes_it() -> None:
+    """The --module child imports first from where that program's
+    interpreter would (``_evaluation.process.interpreter_of``)."""
+    from rocm_hwq_autoset._argv import launch_in
+
+    script = ("script", "/x/torchtitan/train.py")
+    launch = launch_in(["--module", "m", "--config", "c"], script, in_process=False)
+    assert launch is not None and launch.program == script
 
 
 # Flags no field has: torchtitan 0.2.2's tyro refuses them; said, Q still set.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shlex
 import subprocess
 import sys
 import types
@@ -32,6 +33,8 @@ from rocm_hwq_autoset._evaluation.answer import (
     settings_from_json,
     settings_to_json,
 )
+
+from ..helpers import check_lines
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
@@ -139,16 +142,19 @@ def test_explicit_dp_shard_ignores_world_size() -> None:
     ],
 )
 def test_degrees_torchtitan_refuses_for_the_world_size(
-    parallelism: dict[str, int], world: int, shard: int
+    parallelism: dict[str, int], world: int, shard: int, request: pytest.FixtureRequest
 ) -> None:
     """Was: a Q, and no word, for a job torchtitan's ``ParallelDims`` refuses."""
     tp = parallelism.get("tensor_parallel_degree", 1)
     with pytest.raises(ConfigError) as refused:
         recommend({"parallelism": parallelism}, world_size=world)
-    assert str(refused.value) == (
-        f"WORLD_SIZE: dp_replicate(1) * dp_shard({shard}) * cp(1) * tp({tp}) *"
-        f" pp(1) is not {world} ranks: torchtitan's ParallelDims refuses the job"
-    )
+    assert refused.value.source == "WORLD_SIZE"  # each degree, and the ranks
+    said = refused.value.reason.split()
+    degrees = ["dp_replicate(1)", f"dp_shard({shard})", "cp(1)", f"tp({tp})", "pp(1)"]
+    assert said[:9:2] == degrees and str(world) in said
+    if (world, shard) == (4, 8):  # the words, once
+        check_lines(request, [("WORLD_SIZE=4, dp_shard 8", str(refused.value))],
+                    every_case=False)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -275,7 +281,7 @@ def _torchtitans_reader() -> Any:
 
 
 def test_a_byte_order_mark_is_refused_as_torchtitan_refuses_it_and_named(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Was: "invalid TOML: Invalid statement (at line 1, column 1)", which
     names neither the mark (Notepad, PowerShell's ``>``) nor the fix."""
@@ -286,12 +292,12 @@ def test_a_byte_order_mark_is_refused_as_torchtitan_refuses_it_and_named(
         reader.load(f)  # torchtitan fails the launch: the same meaning here
     with pytest.raises(ConfigError) as caught:
         load_toml(str(job))
-    assert str(caught.value) == (
-        f"{job}: invalid TOML: it starts with a UTF-8 byte-order mark, which"
-        f" {reader.__name__} (torchtitan's TOML reader) refuses (Invalid statement"
-        " (at line 1, column 1)); save it without the mark: sed -i"
-        f" '1s/^\\xEF\\xBB\\xBF//' '{job}'"
-    )
+    said = str(caught.value)  # the file, the reader, and the remedy for it
+    assert said.startswith(f"{job}: ") and reader.__name__ in said.split()
+    remedy = shlex.split(said.rpartition(": ")[2])  # a command for this file
+    assert remedy == ["sed", "-i", "1s/^\\xEF\\xBB\\xBF//", str(job)]
+    said = said.replace(reader.__name__, "READER")  # tomllib, or tomli before 3.11
+    check_lines(request, [("my job.toml with a BOM", said)], tmp_path)
     subprocess.run(["sed", "-i", "1s/^\\xEF\\xBB\\xBF//", str(job)], check=True)
     assert load_toml(str(job)) == parse_toml(TABLES)  # the remedy works
     with pytest.raises(ConfigError, match=r"save it without the mark: .* FILE$"):

@@ -22,10 +22,14 @@ from ..helpers import (
     JOB,
     LINE,
     MODULE_ARGS,
+    UNSET_TAIL,
     decide_module,
     fake_torch,
     no_read,
     run,
+    said,
+    set_line,
+    unset_line,
 )
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
@@ -96,18 +100,17 @@ def test_worker_recomputes_the_launchers_value(
     )
     argv = ["--job.config_file", str(path)]
     launcher: dict[str, str] = {}
-    assert "GPU_MAX_HW_QUEUES=8 (6 GPU streams" in run(
-        launcher, argv, rocm_path, capsys
-    )
+    six = ("compute", "all_reduce", "dense_all_gather", "reduce_scatter",
+           "expert_comm", "tp_all_gather")  # fmt: skip
+    assert run(launcher, argv, rocm_path, capsys) == set_line(8, six)
     for rank in range(2):
         worker = dict(launcher, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank))
         err = run(worker, argv, rocm_path, capsys)
         # dp_shard = 2 // tp 2 = 1: no FSDP lanes on the workers.
         assert worker["GPU_MAX_HW_QUEUES"] == "4"
         assert worker["ROCM_HWQ_AUTOSET_ORIGIN"] == "4 job.config_file"
-        assert err == ("" if rank else
-                       "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (4 GPU streams: compute,"
-                       " all_reduce, expert_comm, tp_all_gather)\n")  # fmt: skip
+        four = ("compute", "all_reduce", "expert_comm", "tp_all_gather")
+        assert err == ("" if rank else set_line(4, four))
 
 
 def test_worker_with_the_same_value_is_silent(
@@ -150,7 +153,7 @@ def test_bad_input_warns_once_and_sets_nothing(
     env: dict[str, str] = {}
     err = run(env, ["--job.config_file", str(path), *argv_extra], rocm_path, capsys)
     assert err.startswith("rocm-hwq-autoset: warning: " + reason.format(path=path))
-    assert err.endswith("; GPU_MAX_HW_QUEUES left unset\n")
+    assert err.endswith(f"; {UNSET_TAIL}\n")
     assert err.count("\n") == 1
     # Nothing set; the marker tells the launcher's workers not to try again.
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset job.config_file"}
@@ -165,7 +168,8 @@ def test_bad_world_size(
 ) -> None:
     env = {"WORLD_SIZE": "eight"}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert "WORLD_SIZE: 'eight' is not a positive integer" in err
+    problem = _environ.world_size(env)[1]
+    assert err == unset_line("job.config_file", ConfigError(problem, "WORLD_SIZE"))
     assert "GPU_MAX_HW_QUEUES" not in env
 
 
@@ -195,11 +199,9 @@ def test_a_switch_value_it_cannot_read_never_turns_it_on(
 ) -> None:
     env = {"ROCM_HWQ_AUTOSET": value}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert err == (
-        f"rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET={value!r} is not"
-        " 1/on/true/yes/auto (on), 0/off/false/no (off) or force; the hook does"
-        " nothing\n"
-    )
+    level, message = said(err)
+    assert level == "warning" and message.startswith(f"ROCM_HWQ_AUTOSET={value!r}")
+    assert message.startswith(f"{_environ.switch(env)[1]}; ")
     assert env == {"ROCM_HWQ_AUTOSET": value}
 
 
@@ -218,10 +220,10 @@ def test_an_explicit_value_hip_cannot_use_is_kept_with_a_warning(
     env = {"GPU_MAX_HW_QUEUES": value}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
     reads = _environ.hip_reads(value)
-    assert err == (
-        f"rocm-hwq-autoset: warning: GPU_MAX_HW_QUEUES={value!r}: HIP reads {reads},"
-        " not a queue count; left as is (an explicit value always wins)\n"
-    )
+    level, message = said(err)
+    assert level == "warning"
+    assert message.startswith(f"GPU_MAX_HW_QUEUES={value!r}: HIP reads {reads},")
+    assert message.startswith(f"{_environ.QueuesSetting(env).problem}; ")
     assert env == {"GPU_MAX_HW_QUEUES": value}
 
 
@@ -239,18 +241,18 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
     assert list(outcome.args) == MODULE_ARGS
     final = _decision.conclude({}, outcome, RESULT)
     assert (final.queues, final.marker) == (8, "8 --module")
-    assert final.message == (
-        "GPU_MAX_HW_QUEUES=8 (5 GPU streams: compute, all_reduce, fsdp_comm,"
-        " expert_comm, cudagraph_capture)"
-    )
+    lanes = ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture")
+    assert final.line({}) == set_line(8, lanes)
     assert final.inputs == RESULT.inputs
     cached = _decision.conclude({}, outcome, RESULT, cached=True)
-    assert cached.message.endswith(", from the cached --module/--config evaluation")
+    assert cached.line({}) == set_line(8, lanes, cached=True) != final.line({})
     failed = _decision.conclude({}, outcome, ConfigError("no"))
     assert failed.queues is None and failed.marker == "unset --module"
-    assert failed.message == "--module/--config: no; GPU_MAX_HW_QUEUES left unset"
+    assert failed.line({}) == unset_line("--module", ConfigError("no"))
+    assert failed.text.split()[0] == "--module/--config:"  # no source: the form's
     named = _decision.conclude({}, outcome, ConfigError("no", "--config"))
-    assert named.message == "--config: no; GPU_MAX_HW_QUEUES left unset"
+    assert named.line({}) == unset_line("--module", ConfigError("no", "--config"))
+    assert named.text.split()[0] == "--config:"
 
 
 @pytest.mark.parametrize(
@@ -318,7 +320,7 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     said = _hook.outcome_for(bad, args, orig, rocm=_no_rocm, read_toml=no_read)
     assert isinstance(said, Outcome) and said.level == "warning"
     assert said.message.startswith("ROCM_HWQ_AUTOSET_INPUTS: ")
-    assert said.message.endswith("GPU_MAX_HW_QUEUES=8 kept from the launcher")
+    assert said.queues is None and said.tail.split()[0] == "GPU_MAX_HW_QUEUES=8"
 
 
 @pytest.mark.forked
@@ -343,9 +345,12 @@ def test_a_bad_timeout_is_one_line_and_the_launch_goes_on(
         launch))  # fmt: skip
     _hook.run()
     assert [list(launch.args) for launch in started] == [MODULE_ARGS]
-    assert capsys.readouterr().err == ("" if rank == "1" else (
-        "rocm-hwq-autoset: warning: ROCM_HWQ_AUTOSET_TIMEOUT='2m' is not a positive"
-        " number of seconds up to 86400; using the default (120 s)\n"))  # fmt: skip
+    err = capsys.readouterr().err
+    if rank == "1":
+        assert err == ""
+    else:
+        problem = _environ.timeout({"ROCM_HWQ_AUTOSET_TIMEOUT": "2m"})[1]
+        assert said(err) == ("warning", problem)
 
 
 def test_the_world_size_resolves_the_shard_degree_in_both_forms(
@@ -389,9 +394,8 @@ def _no_rocm() -> tuple[bool, str]:
 
 def test_a_module_flag_for_another_program_is_no_launch() -> None:
     outcome = decide_module({"ROCM_HWQ_AUTOSET_LOG": "verbose"}, MODULE_ARGS, "mytool")
-    assert (outcome.level, outcome.message) == (
-        "skip", "no --job.config_file and no torchtitan --module/--config"
-    )  # fmt: skip
+    assert isinstance(outcome, Outcome)
+    assert (outcome.level, outcome.queues, outcome.marker) == ("skip", None, None)
 
 
 def test_a_switch_it_cannot_read_is_a_warning() -> None:
@@ -399,7 +403,7 @@ def test_a_switch_it_cannot_read_is_a_warning() -> None:
         {"ROCM_HWQ_AUTOSET": "maybe"}, MODULE_ARGS, "torchtitan.train"
     )
     assert outcome.level == "warning" and outcome.queues is None
-    assert outcome.message.endswith("; the hook does nothing")
+    assert outcome.text == _environ.switch({"ROCM_HWQ_AUTOSET": "maybe"})[1]
 
 
 def test_one_is_a_value_hip_can_use(
@@ -407,23 +411,19 @@ def test_one_is_a_value_hip_can_use(
 ) -> None:
     env = {"GPU_MAX_HW_QUEUES": "1", "ROCM_HWQ_AUTOSET_LOG": "verbose"}
     err = run(env, ["--job.config_file", job], rocm_path, capsys)
-    assert err == (
-        "rocm-hwq-autoset: nothing to do: GPU_MAX_HW_QUEUES=1 was set explicitly;"
-        " left as is\n"
-    )
+    level, message = said(err)
+    assert level == "skip" and message.split()[0] == "GPU_MAX_HW_QUEUES=1"
+    assert env["GPU_MAX_HW_QUEUES"] == "1"
     env = {"WORLD_SIZE": "1"}  # one rank: no FSDP lane, no overlap's lanes
-    assert run(env, ["--job.config_file", job], rocm_path, capsys) == (
-        "rocm-hwq-autoset: GPU_MAX_HW_QUEUES=4 (3 GPU streams: compute, all_reduce,"
-        " expert_comm)\n"
-    )
+    three = ("compute", "all_reduce", "expert_comm")
+    assert run(env, ["--job.config_file", job], rocm_path, capsys) == set_line(4, three)
 
 
 def test_a_worker_of_a_module_launcher_without_its_world_size_says_why() -> None:
     launcher = {"GPU_MAX_HW_QUEUES": "8", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"}
     outcome = decide_module(launcher, MODULE_ARGS, "torchtitan.train")
-    assert (outcome.level, outcome.message) == (
-        "skip", "GPU_MAX_HW_QUEUES=8 from the launcher's --module evaluation"
-    )  # fmt: skip
+    assert (outcome.level, outcome.queues, outcome.marker) == ("skip", None, None)
+    assert outcome.text.split()[0] == "GPU_MAX_HW_QUEUES=8"  # the launcher's
 
 
 @pytest.mark.parametrize(
@@ -436,9 +436,8 @@ def test_a_worker_of_a_launcher_that_failed_does_nothing_and_says_why(
     again nor warn again (verbose mode says why)."""
     outcome = decide_module({"ROCM_HWQ_AUTOSET_ORIGIN": f"unset {form}"}, MODULE_ARGS,
                       "torchtitan.train")  # fmt: skip
-    assert (outcome.level, outcome.message, outcome.queues) == (
-        "skip", f"the launcher's {said} evaluation failed and said so", None
-    )  # fmt: skip
+    assert (outcome.level, outcome.queues, outcome.marker) == ("skip", None, None)
+    assert said in outcome.text.split()
 
 
 def test_a_marker_whose_value_is_gone_is_no_value() -> None:
@@ -456,7 +455,7 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
     pending = decide_module(environ, MODULE_ARGS, "torchtitan.train")
     assert isinstance(pending, Launch)
     outcome = _decision.conclude(environ, pending, RESULT)
-    assert outcome.message == "GPU_MAX_HW_QUEUES=8 as set by the parent process"
+    assert (outcome.level, outcome.queues) == ("skip", 8)  # said by the parent
     worker: dict[str, str] = {}
     _hook.apply(outcome, worker, quiet=True)
     assert worker == {

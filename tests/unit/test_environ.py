@@ -85,10 +85,8 @@ def test_switch(value: str, mode: str) -> None:
     found, problem = switch({SWITCH: value})
     assert found == mode
     if mode == "invalid":
-        assert problem == (
-            f"ROCM_HWQ_AUTOSET={value!r} is not 1/on/true/yes/auto (on),"
-            " 0/off/false/no (off) or force"
-        )
+        assert problem is not None  # its words: tests/golden/lines/environ.txt
+        assert problem.split()[0] == f"ROCM_HWQ_AUTOSET={value!r}"
     else:
         assert problem is None
     assert switch({}) == ("on", None)
@@ -105,10 +103,9 @@ def test_cache_switch(value: str | None, on: bool, bad: bool) -> None:
     found, problem = cache_switch(environ)
     assert found is on
     if bad:
-        assert problem == (
-            f"ROCM_HWQ_AUTOSET_CACHE={value!r} is not 1/on/true/yes/auto (on),"
-            " 0/off/false/no (off)"
-        )
+        assert problem is not None
+        assert problem.split()[0] == f"ROCM_HWQ_AUTOSET_CACHE={value!r}"
+        assert problem.split()[-1] != "force"  # not among the cache's values
     else:
         assert problem is None
 
@@ -125,10 +122,8 @@ def test_log_level(value: str | None, level: str, bad: bool) -> None:
     assert found == level
     assert (problem is not None) is bad
     if bad:
-        assert problem == (
-            f"ROCM_HWQ_AUTOSET_LOG={value!r} is not quiet or verbose; using the"
-            " default (one line per node)"
-        )
+        assert problem is not None
+        assert problem.split()[0] == f"ROCM_HWQ_AUTOSET_LOG={value!r}"
 
 
 @pytest.mark.parametrize(
@@ -261,9 +256,8 @@ def test_beyond_cs_int_is_no_reading(text: str) -> None:
     assert hip_reads(text) is None
     setting = QueuesSetting({"GPU_MAX_HW_QUEUES": text})
     assert setting.queues is None
-    assert setting.problem == (
-        f"GPU_MAX_HW_QUEUES={text!r}: HIP reads beyond C's int, not a queue count"
-    )
+    assert (setting.hip, setting.problem is None) == (None, False)
+    assert str(setting.problem).split()[0] == f"GPU_MAX_HW_QUEUES={text!r}:"
 
 
 # DEBUG_HIP_IGNORE_STREAM_PRIORITY as HIP reads a bool flag: "true", or atoi.
@@ -291,10 +285,9 @@ def test_hip_reads_a_bool_flag_as_clr_does() -> None:
 @pytest.mark.parametrize("text", ["2147483648", "-2147483649"])
 def test_a_flag_beyond_cs_int_is_no_reading(text: str) -> None:
     assert hip_reads_flag(text) is None
-    assert ignore_priority({"DEBUG_HIP_IGNORE_STREAM_PRIORITY": text}) == (None, (
-        f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r} is a number beyond C's int:"
-        " what HIP reads there is undefined"
-    ))  # fmt: skip
+    value, problem = ignore_priority({"DEBUG_HIP_IGNORE_STREAM_PRIORITY": text})
+    assert value is None and problem is not None
+    assert problem.split()[0] == f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r}"
 
 
 @pytest.mark.parametrize(
@@ -317,11 +310,10 @@ def test_ignore_priority(text: str | None, read: bool | None, plain: bool) -> No
     if plain:
         assert problem is None
     else:
-        assert problem == (
-            f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r}: HIP reads"
-            f' {"true" if read else "false"}: it takes "true" or a number,'
-            " nonzero as true, and anything else as false"
-        )
+        assert problem is not None  # said how HIP reads it: what it read
+        word = "true" if read else "false"
+        assert problem.startswith(f"DEBUG_HIP_IGNORE_STREAM_PRIORITY={text!r}: HIP")
+        assert problem.split(": ")[1] == f"HIP reads {word}"
 
 
 @pytest.mark.parametrize(
@@ -367,11 +359,10 @@ def test_the_timeout(raw: str, seconds: float | None) -> None:
     if seconds is not None:
         assert _environ.timeout(environ) == (seconds, None)
         return
-    assert _environ.timeout(environ) == (
-        120.0,
-        f"ROCM_HWQ_AUTOSET_TIMEOUT={raw!r} is not a positive number of seconds up"
-        " to 86400; using the default (120 s)",
-    )
+    value, problem = _environ.timeout(environ)
+    assert value == 120.0 and problem is not None
+    assert problem.split()[0] == f"ROCM_HWQ_AUTOSET_TIMEOUT={raw!r}"
+    assert "(120 s)" in problem  # the default it uses, named
 
 
 @pytest.mark.parametrize(

@@ -298,16 +298,16 @@ def test_a_value_torchtitan_would_refuse_is_named(
 def test_an_object_with_a_wrong_value_is_named() -> None:
     with pytest.raises(ConfigError) as caught:
         recommend(ns(compile=ns(ep_overlap=ns(enabled="yes"))))
-    assert str(caught.value) == (
-        "config: compile.ep_overlap.enabled: 'yes' is not true or false"
-    )
+    source, _, reason = str(caught.value).rpartition(": ")
+    assert source == "config: compile.ep_overlap.enabled"  # the object, the field
+    assert reason.split()[0] == "'yes'"  # the value
 
 
 def test_the_verify_commands() -> None:
-    assert verify_command("symm_mem", 4) == "rocm-hwq-autoset verify --queues 4 TRACE"
-    assert verify_command("ep_extra", 8) == (
-        "rocm-hwq-autoset verify --queues 8 --pools shared TRACE"
-    )
+    verify = ["rocm-hwq-autoset", "verify", "--queues"]
+    assert verify_command("symm_mem", 4).split() == [*verify, "4", "TRACE"]
+    assert verify_command("ep_extra", 8).split() == [*verify, "8", "--pools", "shared",
+                                                     "TRACE"]  # fmt: skip
     # Each names verify's own options, and a pool rule verify knows.
     names = {name for option in VERIFY_OPTIONS for name in option.names}
     assert {"--queues", OPTION} <= names and OPTION == "--pools"

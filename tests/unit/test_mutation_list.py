@@ -6,7 +6,9 @@ silently, when the code moves on)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -79,3 +81,52 @@ def test_the_docs_show_the_list_as_it_is(capsys: pytest.CaptureFixture[str]) -> 
     TOOL.equivalents()
     table = capsys.readouterr().out
     assert table.strip() in (ROOT / "docs" / "mutation.md").read_text()
+
+
+def test_the_mutation_run_tests_in_one_process() -> None:
+    """mutmut learns which tests run a function from the calls made in its own
+    process: the suite's xdist workers (``-n`` in addopts) would run every test
+    elsewhere, and no mutant would have a test. Its pytest arguments, which
+    come after addopts, turn them off."""
+    from rocm_hwq_autoset._config import parse_toml
+
+    settings = parse_toml((ROOT / "pyproject.toml").read_bytes())["tool"]
+    args = settings["mutmut"]["pytest_add_cli_args"]
+    assert "-n" in settings["pytest"]["ini_options"]["addopts"].split()
+    assert args[args.index("-n") :][:2] == ["-n", "0"]
+
+
+def test_a_mutants_own_module_tests_run_first() -> None:
+    tests = ["tests/cli/test_x.py::a", "tests/unit/test_argv.py::b",
+             "tests/unit/test_y.py::c", "tests/unit/test_argv.py::d"]  # fmt: skip
+    assert TOOL.home_first("rocm_hwq_autoset._argv.x_f__mutmut_1", tests) == [
+        "tests/unit/test_argv.py::b",
+        "tests/unit/test_argv.py::d",
+        "tests/cli/test_x.py::a",
+        "tests/unit/test_y.py::c",
+    ]
+    status = "rocm_hwq_autoset._cli.status.xǁRowǁdoc__mutmut_2"
+    assert TOOL.home_first(status, tests) == tests
+
+
+def test_the_tests_of_a_changed_file_are_learnt_again(tmp_path: Path) -> None:
+    """mutmut's map of which tests run which function forgets the tests of a
+    test file changed since it was learnt (mutmut learns them again as new
+    ones), and keeps the others'."""
+    node, argv = "tests/unit/test_node.py", "tests/unit/test_argv.py"
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({
+        "duration_by_test": {f"{node}::a": 1.0, f"{argv}::b": 2.0},
+        "tests_by_mangled_function_name": {"f": [f"{node}::a", f"{argv}::b"]},
+        "stats_time": 3.0,
+    }))  # fmt: skip
+    learnt = tmp_path / "learnt.json"
+    digest = hashlib.sha256((ROOT / argv).read_bytes()).hexdigest()
+    learnt.write_text(json.dumps({node: "before", argv: digest}))
+    assert TOOL.forget_changed_tests(stats, learnt) == [node]
+    assert json.loads(stats.read_text()) == {
+        "duration_by_test": {f"{argv}::b": 2.0},
+        "tests_by_mangled_function_name": {"f": [f"{argv}::b"]},
+        "stats_time": 3.0,
+    }
+    assert TOOL.forget_changed_tests(stats, learnt) == []  # learnt as they are now

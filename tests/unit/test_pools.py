@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset._environ import ignore_priority
 from rocm_hwq_autoset._pools import (
     BOTH,
+    MEANS,
     NOTHING_SAYS,
     SEPARATE,
     SHARED,
@@ -20,13 +22,13 @@ from rocm_hwq_autoset._pools import (
 )
 
 from ..data import TRACE_POOLS, TRACE_SHARED
+from ..helpers import GOLDEN, check_golden, lines_report
 
 #: Every test here is known fast (the ini's 600 s is for the slow ones).
 pytestmark = pytest.mark.timeout(60)
 
 VARIABLE = "DEBUG_HIP_IGNORE_STREAM_PRIORITY"
-APART = "each stream priority of a device has its own Q queues"
-ONE = "all streams of a device share its Q queues"
+APART, ONE = MEANS[SEPARATE], MEANS[SHARED]
 #: HIP_VERSION of real releases' lines: 6.2, 7.1, 7.2 (major * 10000000 +
 #: minor * 100000 + a build number).
 HIP_6_2, HIP_7_1, HIP_7_2 = 60241134, 70151234, 70253211
@@ -64,14 +66,33 @@ def test_the_hip_line_of_hip_version(value: Any, line: tuple[int, int] | None) -
     assert hip_line(value) == line
 
 
+def test_every_reason_and_warning() -> None:
+    """Each rule's line, and each warning, for one input each: the wording's
+    one home; the tests below assert the rule, its source and the input named."""
+    entries = [
+        ("--pools separate", choose(SEPARATE, {}, HIP_7_2)),
+        ("--pools shared", choose(SHARED, {}, HIP_6_2)),
+        (f"{VARIABLE}=1", choose(None, {VARIABLE: "1"}, HIP_6_2)),
+        (f"{VARIABLE}=0", choose(None, {VARIABLE: "0"}, HIP_7_2)),
+        (f"{VARIABLE}=yes", choose(None, {VARIABLE: "yes"}, HIP_7_2)),
+        (f"{VARIABLE}=2147483648, HIP 6.2", choose(None, {VARIABLE: "2147483648"},
+                                                   HIP_6_2)),
+        ("hip_runtime_version 60241134 (6.2)", choose(None, {}, HIP_6_2)),
+        ("hip_runtime_version 70253211 (7.2)", choose(None, {}, HIP_7_2)),
+        ("nothing", choose(None, {}, None)),
+        ("hip_runtime_version '6.2'", choose(None, {}, "6.2")),
+    ]  # fmt: skip
+    report = lines_report([(given, "\n".join([rule.why, *rule.warnings]))
+                           for given, rule in entries])  # fmt: skip
+    check_golden(GOLDEN / "lines" / "pools.txt", report)
+
+
 def test_the_option_wins_over_everything() -> None:
-    environ = {VARIABLE: "1"}
-    assert choose(SEPARATE, environ, HIP_7_2) == PoolRule(
-        SEPARATE, "--pools", f"separate, as --pools says: {APART}", ()
-    )
-    assert choose(SHARED, {VARIABLE: "0"}, HIP_6_2) == PoolRule(
-        SHARED, "--pools", f"shared, as --pools says: {ONE}", ()
-    )
+    for chosen, environ, version in ((SEPARATE, {VARIABLE: "1"}, HIP_7_2),
+                                     (SHARED, {VARIABLE: "0"}, HIP_6_2)):  # fmt: skip
+        rule = choose(chosen, environ, version)
+        assert rule[:2] == (chosen, "--pools") and rule.warnings == ()
+        assert rule.why.split(",")[0] == chosen and rule.why.endswith(MEANS[chosen])
 
 
 #: A set variable: what HIP reads (clr's Flag::setValue: "true", or atoi
@@ -92,24 +113,15 @@ def test_the_variable_as_hip_reads_it(text: str, flag: bool, plain: bool) -> Non
     one per priority; a value HIP reads otherwise than it reads gets a warning
     saying what HIP reads and how the trace is judged."""
     rule = choose(None, {VARIABLE: text}, HIP_6_2 if flag else HIP_7_2)
-    if flag:
-        assert rule[:3] == (SHARED, VARIABLE, (
-            f"shared, as HIP reads {VARIABLE}={text!r} (true): {ONE} (a HIP"
-            " older than the flag ignores it: --pools separate then)"
-        ))  # fmt: skip
-    else:
-        assert rule[:3] == (SEPARATE, VARIABLE, (
-            f"separate, as HIP reads {VARIABLE}={text!r} (false): {APART}"
-        ))  # fmt: skip
+    read = "true" if flag else "false"
+    assert rule[:2] == ((SHARED if flag else SEPARATE), VARIABLE)
+    assert rule.why.split(",")[0] == rule.rule
+    assert f"{VARIABLE}={text!r} ({read}): {MEANS[rule.rule]}" in rule.why
     if plain:
         assert rule.warnings == ()
-    else:
-        read = "true" if flag else "false"
-        assert rule.warnings == (
-            f'{VARIABLE}={text!r}: HIP reads {read}: it takes "true" or a number,'
-            " nonzero as true, and anything else as false; judged so:"
-            f" {ONE if flag else APART}",
-        )
+    else:  # the variable's own problem, and how the trace is judged
+        problem = ignore_priority({VARIABLE: text})[1]
+        assert rule.warnings == (f"{problem}; judged so: {MEANS[rule.rule]}",)
 
 
 @pytest.mark.parametrize("text", ["2147483648", "-99999999999"])
@@ -118,10 +130,10 @@ def test_a_variable_hip_reads_no_way_is_not_used(text: str) -> None:
     over, and the trace's version decides."""
     rule = choose(None, {VARIABLE: text}, HIP_6_2)
     assert rule[:2] == (SEPARATE, "hip_runtime_version")
-    assert rule.warnings == (
-        f"{VARIABLE}={text!r} is a number beyond C's int: what HIP reads there"
-        " is undefined; judged as if it were unset",
-    )
+    problem = ignore_priority({VARIABLE: text})[1]
+    assert problem is not None and f"{VARIABLE}={text!r}" in problem
+    [warning] = rule.warnings
+    assert warning.startswith(f"{problem}; ") and warning != problem
     rule = choose(None, {VARIABLE: text}, None)
     assert rule[:2] == (BOTH, "none") and len(rule.warnings) == 1
 
@@ -129,45 +141,36 @@ def test_a_variable_hip_reads_no_way_is_not_used(text: str) -> None:
 @pytest.mark.parametrize("version", [HIP_6_2, HIP_7_1, 50731921, 10000000])
 def test_a_hip_released_before_the_change_keeps_pools_apart(version: int) -> None:
     line = f"{version // 10000000}.{version % 10000000 // 100000}"
-    assert choose(None, {}, version) == PoolRule(SEPARATE, "hip_runtime_version", (
-        f"separate, as HIP {line} does (hip_runtime_version {version} in the"
-        " trace), released before ROCm/rocm-systems#8485 (merged 2026-07-13):"
-        f" {APART}"
-    ), ())  # fmt: skip
+    rule = choose(None, {}, version)
+    assert rule[:2] == (SEPARATE, "hip_runtime_version") and rule.warnings == ()
+    assert rule.why.split(",")[0] == SEPARATE and rule.why.endswith(APART)
+    assert f"HIP {line} " in rule.why and f"hip_runtime_version {version} " in rule.why
 
 
 @pytest.mark.parametrize("version", [HIP_7_2, 70200000, 71000000, 100000000])
 def test_a_hip_that_may_have_the_change_gets_both_verdicts(version: int) -> None:
     line = f"{version // 10000000}.{version % 10000000 // 100000}"
-    assert choose(None, {}, version) == PoolRule(BOTH, "hip_runtime_version", (
-        f"both verdicts: HIP {line} (hip_runtime_version {version} in the trace)"
-        " may have ROCm/rocm-systems#8485 (merged 2026-07-13): its first release"
-        " is not known; the worse decides; choose with --pools separate (a HIP"
-        " without it) or --pools shared (one with it)"
-    ), ())  # fmt: skip
+    rule = choose(None, {}, version)
+    assert rule[:2] == (BOTH, "hip_runtime_version") and rule.warnings == ()
+    assert rule.why.startswith(f"{BOTH} ") and rule.why.endswith(NOTHING_SAYS[-80:])
+    assert f"HIP {line} " in rule.why and f"hip_runtime_version {version} " in rule.why
 
 
 def test_nothing_says_so_both_verdicts() -> None:
     assert choose(None, {"GPU_MAX_HW_QUEUES": "1"}, None) == PoolRule(
         BOTH, "none", NOTHING_SAYS, ()
     )
-    assert NOTHING_SAYS == (
-        "both verdicts: nothing says whether the job's HIP has"
-        " ROCm/rocm-systems#8485 (merged 2026-07-13): no --pools, no readable"
-        " DEBUG_HIP_IGNORE_STREAM_PRIORITY, and the trace names no HIP version"
-        " (only newer Kineto writes hip_runtime_version); the worse decides;"
-        " choose with --pools separate (a HIP without it) or --pools shared (one"
-        " with it)"
-    )
+    # It names every input that could have said, and how to choose.
+    for named in ("--pools", f"{VARIABLE},", "hip_runtime_version);"):
+        assert named in NOTHING_SAYS.split(), named
 
 
 @pytest.mark.parametrize("value", ["60241134", "6.2", True, 9999999, 6.2, {}])
 def test_a_version_that_is_none_is_said(value: Any) -> None:
-    assert choose(None, {}, value) == PoolRule(BOTH, "none", NOTHING_SAYS, (
-        f"hip_runtime_version {value!r} in the trace is no HIP version (Kineto"
-        " writes HIP_VERSION: major * 10000000 + minor * 100000 + patch); judged"
-        " as a trace that names none",
-    ))  # fmt: skip
+    rule = choose(None, {}, value)
+    assert rule[:3] == (BOTH, "none", NOTHING_SAYS)
+    [warning] = rule.warnings
+    assert warning.startswith(f"hip_runtime_version {value!r} ")
 
 
 def test_two_values_not_read_are_both_said() -> None:
