@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._argv import MODULE, TOML, cli_overrides
+from ._argv import MODULE, TOML, cli_overrides, unknown_inputs
 from ._config import (
     CLI,
     CONFIG,
@@ -43,7 +43,9 @@ def recommend(
     reads it (``config.parallelism.*``, ``config.compile.*``), or ``None`` for
     torchtitan's defaults. ``argv`` holds training arguments whose overrides of
     the fields the model reads apply as torchtitan applies them; the others are
-    ignored. ``world_size`` resolves ``data_parallel_shard_degree = -1``.
+    ignored: an unknown one, or an unknown key of a mapping, is named in the
+    recommendation's ``unknown``. ``world_size`` resolves
+    ``data_parallel_shard_degree = -1``.
     ``is_moe`` overrides the model table (needed for objects without
     ``config.model.name``).
 
@@ -73,7 +75,9 @@ def recommend(
             "recommend(argv=...)",
         )
     overrides = cli_overrides(argv)
+    unknown: tuple[ConfigError, ...] = ()
     if config is None or isinstance(config, Mapping):
+        unknown = unknown_inputs(argv, config, "")
         settings = merge(config, overrides)
         form = TOML
     else:
@@ -81,7 +85,7 @@ def recommend(
         form = MODULE
     moe = None if is_moe is None else (is_moe, "given")
     inputs = read_inputs(settings, moe, toolkit_passes=form.toolkit_passes)
-    return Recommendation(inputs, world_size, settings)
+    return Recommendation(inputs, world_size, settings, unknown)
 
 
 def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:

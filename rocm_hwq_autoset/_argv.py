@@ -10,6 +10,8 @@
 * Overrides of the fields the model reads, parsed as tyro parses them:
   ``--section.field VALUE`` / ``=VALUE``, ``_`` and ``-`` alike in names,
   ``--no-``/``--no_`` for false, comma lists, the last flag wins.
+* What torchtitan would refuse that the model does not read: a flag or TOML
+  key no field of its job config has (:func:`unknown_inputs`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ from __future__ import annotations
 import os
 import sys
 
-from ._config import FIELDS, ConfigError, near_miss
+from ._config import (
+    CUSTOM_CONFIG_MODULE,
+    FIELDS,
+    TORCHTITAN_RELEASE,
+    ConfigError,
+    custom_module,
+    is_torchtitans,
+    near_miss,
+    unknown_keys,
+)
 from ._environ import MODULE_FORM, NAME, TOML_FORM
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from typing import TypeVar
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any, TypeVar
 
     from ._config import Value
 
@@ -567,3 +578,74 @@ def _parse(key: str, raw: str, flag: str) -> Value:
     if kind == "list":
         return tuple(raw.split(","))  # torchtitan's list[str] rule: one token, commas
     return raw
+
+
+# What torchtitan refuses that the model does not read.
+
+#: The flag that names a module of the user's whose ``JobConfig`` adds fields.
+CUSTOM_CONFIG_FLAGS = (f"--job.{CUSTOM_CONFIG_MODULE}", "--job.custom-config-module")
+
+
+def custom_config_module(args: Sequence[str]) -> str:
+    """The module the command line names to add fields, as torchtitan 0.2.2's
+    ``_maybe_add_custom_config`` reads it (the first flag; ``=VALUE`` or the
+    token after it); ``""`` for none (the TOML's ``[job]`` may name one then)."""
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if key in CUSTOM_CONFIG_FLAGS:
+            return value if eq else (args[i + 1] if i + 1 < len(args) else "")
+    return ""
+
+
+def unknown_flags(args: Sequence[str]) -> list[str]:
+    """The flags of ``args`` in a section of torchtitan's job config that no
+    field of it (:data:`_config.JOB_CONFIG`) nor of ours has, as spelled, each
+    once (``--parallelism.foo``); not one a typo away from ours, which
+    :func:`cli_overrides` refuses."""
+    found: list[str] = []
+    for arg in args:
+        if not arg.startswith("--"):
+            continue
+        flag = arg.partition("=")[0]
+        name = flag[2:].replace("-", "_")
+        section, dot, _ = name.partition(".")
+        if not dot or not is_torchtitans(section) or _field_for(name) is not None:
+            continue
+        table, _, last = name.rpartition(".")
+        if is_torchtitans(name) or (
+            last.startswith("no_") and is_torchtitans(f"{table}.{last[3:]}")
+        ):  # torchtitan's, or tyro's "--section.no-flag" for it
+            continue
+        if flag not in found and suggest_flag(flag) is None:
+            found.append(flag)
+    return found
+
+
+def unknown_inputs(
+    args: Sequence[str], config: Mapping[str, Any] | None, where: str
+) -> tuple[ConfigError, ...]:
+    """What torchtitan 0.2.2 refuses in a TOML launch that the model does not
+    read: one ``ConfigError``, not raised, for the command line's unknown flags
+    (:func:`unknown_flags`) and one for the config's unknown keys
+    (``_config.unknown_keys``, read from ``where``), each naming them all;
+    none where a module adds fields (``job.custom_config_module``, the
+    command line's first, as torchtitan reads it). ``ConfigError`` raised for
+    a key a typo away from a field the model reads."""
+    if custom_config_module(args) or custom_module(config):
+        return ()
+    flags = unknown_flags(args)
+    keys = unknown_keys(config, where)
+    if not flags and not keys:
+        return ()
+    release = (
+        f"torchtitan {TORCHTITAN_RELEASE}'s job config (the TOML era's last"
+        " release), which refuses the job for it"
+    )
+    found = []
+    if flags:
+        found.append(ConfigError(f"no such option in {release}", ", ".join(flags)))
+    if keys:
+        named = ", ".join(keys)
+        found.append(ConfigError(f"no such field in {release}",
+                                 f"{where}: {named}" if where else named))  # fmt: skip
+    return tuple(found)

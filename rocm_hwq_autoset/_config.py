@@ -110,11 +110,9 @@ def merge(
 
     Tables, dotted keys and inline tables all parse to the same nesting.
     ``ConfigError`` names a field with a wrong type or out of range (as
-    ``where: field``, or ``--field`` for a value from the command line), and a
-    key an edit or two away from a field (torchtitan refuses unknown fields).
+    ``where: field``, or ``--field`` for a value from the command line). Keys
+    no field has are :func:`unknown_keys`'s.
     """
-    if config is not None:
-        check_near_misses(config, where)
     settings: dict[str, Setting] = {}
     for key, (_, default) in FIELDS.items():
         if key in overrides:
@@ -212,57 +210,122 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# torchtitan's own fields. Its TOML reader (``ConfigManager._dict_to_dataclass``)
+# refuses a key no field has, since 0.2, and tyro an unknown flag; but its
+# releases differ in their fields, so a key or flag unknown to the table below
+# is said, never a reason to leave Q unset (a near miss of a field the model
+# reads is: it would change Q without a word).
+
+#: The release whose job config :data:`JOB_CONFIG` is: the TOML era's last.
+TORCHTITAN_RELEASE = "0.2.2"
+#: torchtitan 0.2.2's ``JobConfig`` (``torchtitan/config/job_config.py``):
+#: each table by its dotted path (``""``: the top level, whose fields are the
+#: sections; ``training.dataloader``: a nested one), with the names of its
+#: fields, tables among them, in one string, each name between blanks: a
+#: constant, which costs a start-up nothing to build (frozensets of the same
+#: names cost a TOML launch 0.5 M instructions to import), asked by
+#: :func:`is_torchtitans`. tests/unit/test_config.py holds it to that file
+#: where it can be read. The fields the model reads beyond it (``FIELDS``: the
+#: graph trainer's, a ``job.custom_config_module``'s in the TOML era) are known
+#: too.
+# fmt: off
+JOB_CONFIG: dict[str, str] = {
+    "": " job profiling metrics model optimizer lr_scheduler training "
+        "parallelism checkpoint activation_checkpoint compile quantize comm "
+        "memory_estimation fault_tolerance experimental validation debug ",
+    "job": " config_file dump_folder description print_config save_config_file "
+        "custom_config_module ",
+    "profiling": " enable_profiling save_traces_folder profile_freq profiler_active "
+        "profiler_warmup enable_memory_snapshot save_memory_snapshot_folder ",
+    "metrics": " log_freq enable_tensorboard disable_color_printing save_tb_folder "
+        "save_for_all_ranks enable_wandb ",
+    "model": " name flavor hf_assets_path tokenizer_path converters "
+        "print_after_conversion ",
+    "optimizer": " name lr beta1 beta2 eps weight_decay implementation "
+        "early_step_in_backward ",
+    "lr_scheduler": " warmup_steps total_steps decay_ratio decay_type min_lr_factor ",
+    "training": " dataset dataset_path local_batch_size global_batch_size seq_len "
+        "max_norm steps enable_cpu_offload dtype mixed_precision_param "
+        "mixed_precision_reduce gc_freq gc_debug dataloader ",
+    "training.dataloader": " num_workers persistent_workers pin_memory "
+        "prefetch_factor ",
+    "parallelism": " data_parallel_replicate_degree data_parallel_shard_degree "
+        "fsdp_reshard_after_forward tensor_parallel_degree "
+        "disable_loss_parallel enable_async_tensor_parallel "
+        "pipeline_parallel_degree module_fqns_per_model_part "
+        "pipeline_parallel_first_stage_less_layers "
+        "pipeline_parallel_last_stage_less_layers "
+        "pipeline_parallel_layers_per_stage pipeline_parallel_schedule "
+        "pipeline_parallel_schedule_csv pipeline_parallel_microbatch_size "
+        "pipeline_parallel_expert_parallel_overlap context_parallel_degree "
+        "context_parallel_load_balancer context_parallel_rotate_method "
+        "expert_parallel_degree expert_tensor_parallel_degree "
+        "expert_parallel_comm_backend ",
+    "checkpoint": " enable enable_ft_dataloader_checkpoints folder interval "
+        "initial_load_path initial_load_model_only initial_load_in_hf "
+        "initial_load_in_hf_quantized last_save_model_only last_save_in_hf "
+        "export_dtype async_mode keep_latest_k load_step exclude_from_loading "
+        "enable_first_step_checkpoint create_seed_checkpoint load_only ",
+    "activation_checkpoint": " mode selective_ac_option "
+        "per_op_sac_force_recompute_mm_shapes_by_fqns early_stop memory_budget "
+        "visualize_memory_budget_pareto preserve_rng_state determinism_check "
+        "debug ",
+    "compile": " enable components backend ",
+    "quantize": " linear grouped_mm ",
+    "quantize.linear": " float8 mx ",
+    "quantize.linear.float8": " enable_fsdp_float8_all_gather "
+        "precompute_float8_dynamic_scale_for_fsdp recipe_name filter_fqns "
+        "emulate ",
+    "quantize.linear.mx": " mxfp8_dim1_cast_kernel_choice recipe_name filter_fqns ",
+    "quantize.grouped_mm": " float8 mx ",
+    "quantize.grouped_mm.float8": " fqns ",
+    "quantize.grouped_mm.mx": " recipe_name fqns ",
+    "comm": " init_timeout_seconds train_timeout_seconds trace_buf_size "
+        "save_traces_folder save_traces_file_prefix mode ",
+    "memory_estimation": " enable disable_fake_mode ",
+    "fault_tolerance": " enable process_group process_group_timeout_ms replica_id "
+        "group_size min_replica_size semi_sync_method ",
+    "experimental": " custom_import custom_args_module ",
+    "validation": " enable dataset dataset_path local_batch_size seq_len freq steps "
+        "dataloader ",
+    "validation.dataloader": " num_workers persistent_workers pin_memory "
+        "prefetch_factor ",
+    "debug": " seed deterministic deterministic_warn_only moe_force_load_balance ",
+}
+# fmt: on
+
+
+def is_torchtitans(name: str) -> bool:
+    """Whether ``name`` (a dotted path; a section alone) is a field or table
+    of :data:`JOB_CONFIG`."""
+    table, _, key = name.rpartition(".")
+    return _holds(JOB_CONFIG.get(table, ""), key)
+
+
+def _holds(fields: str, key: str) -> bool:
+    """Whether a table's ``fields`` (as :data:`JOB_CONFIG` gives them) name
+    ``key``: one substring search (a TOML key may hold a blank: never one)."""
+    return " " not in key and f" {key} " in fields
+
+
 # Near misses: a name an edit or two away from a field the model reads is a typo
-# that would change Q without a word. torchtitan refuses unknown command-line
-# flags (tyro) and, since 0.2, unknown fields in a TOML job config
-# (``ConfigManager._dict_to_dataclass``); no field of its own is that close to
-# one of ours (tests/unit/test_config.py holds that against its field lists).
+# that would change Q without a word. No field of torchtitan's own is that close
+# to one of ours (tests/unit/test_config.py holds that against its table).
 
 #: Most edits (insert, delete, replace) between a typo and the field it means.
 MAX_EDITS = 2
-#: torchtitan's own fields in those sections that are not ours (0.2.2, the last
-#: TOML-era release, ``JobConfig``): none is a typo, so none is compared, and a
-#: config of torchtitan's own names runs no search (issue #39).
-TORCHTITAN_FIELDS = frozenset({
-    "model.hf_assets_path", "model.tokenizer_path", "model.converters",
-    "model.print_after_conversion", "parallelism.fsdp_reshard_after_forward",
-    "parallelism.disable_loss_parallel", "parallelism.module_fqns_per_model_part",
-    "parallelism.pipeline_parallel_first_stage_less_layers",
-    "parallelism.pipeline_parallel_last_stage_less_layers",
-    "parallelism.pipeline_parallel_layers_per_stage",
-    "parallelism.pipeline_parallel_schedule",
-    "parallelism.pipeline_parallel_schedule_csv",
-    "parallelism.pipeline_parallel_microbatch_size",
-    "parallelism.pipeline_parallel_expert_parallel_overlap",
-    "parallelism.context_parallel_load_balancer",
-    "parallelism.context_parallel_rotate_method",
-    "parallelism.expert_tensor_parallel_degree",
-    "parallelism.expert_parallel_comm_backend", "compile.enable",
-    "compile.components", "compile.backend", "training.dataset",
-    "training.dataset_path", "training.local_batch_size",
-    "training.global_batch_size", "training.seq_len", "training.max_norm",
-    "training.steps", "training.enable_cpu_offload", "training.dtype",
-    "training.mixed_precision_param", "training.mixed_precision_reduce",
-    "training.gc_freq", "training.gc_debug", "training.dataloader",
-})  # fmt: skip
-#: torchtitan's own sections that are not ours (0.2.2, ``JobConfig``): none is
-#: a typo of one of ours, so none is compared.
-TORCHTITAN_SECTIONS = frozenset({
-    "job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint",
-    "activation_checkpoint", "quantize", "comm", "memory_estimation",
-    "fault_tolerance", "experimental", "validation", "debug",
-})  # fmt: skip
 
 
 def near_miss(name: str) -> str | None:
     """The field ``name`` (``section.field``) is a typo of, or None when it is
-    one exactly or is not close to any. A TOML key must be spelt exactly (a
-    ``-`` for a ``_`` is a typo there); a flag is normalized by its caller."""
-    if name in FIELDS or name in TORCHTITAN_FIELDS:
+    one exactly, is torchtitan's, or is not close to any. A TOML key must be
+    spelt exactly (a ``-`` for a ``_`` is a typo there); a flag is normalized by
+    its caller."""
+    if name in FIELDS or is_torchtitans(name):
         return None
     section = name.partition(".")[0]
-    if section in TORCHTITAN_SECTIONS:
-        return None
+    if section not in SECTIONS and is_torchtitans(section):
+        return None  # torchtitan's own section: no field of ours is there
     if section not in SECTIONS and not any(
         edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
     ):
@@ -333,43 +396,74 @@ def edits_within(a: str, b: str, limit: int) -> bool:
     )
 
 
-#: A TOML key that names a module of the user's with more fields: unknown keys
-#: may be those, so none is taken for a typo.
+#: The key of the TOML's ``[job]`` (and the flag's name) that names a module
+#: of the user's whose ``JobConfig`` adds fields.
 CUSTOM_CONFIG_MODULE = "custom_config_module"
 
 
-def check_near_misses(config: Mapping[str, Any], where: str) -> None:
-    """``ConfigError`` for a table or key of a parsed TOML job config that is a
-    typo of one the model reads, naming the one it means."""
-    job = config.get("job") or {}
-    if is_table(job) and job.get(CUSTOM_CONFIG_MODULE):
-        return
-    for section, table in config.items():
-        if section in TORCHTITAN_SECTIONS:
-            continue
-        if section not in SECTIONS:
-            for ours in SECTIONS:
-                if edits_within(section, ours, MAX_EDITS):
-                    raise ConfigError(
-                        f"not a torchtitan section; did you mean [{ours}]?",
-                        _named(where, f"[{section}]"),
-                    )
-        elif is_table(table):
-            _check_table(table, section, where)
+def custom_module(config: Mapping[str, Any] | None) -> bool:
+    """Whether a parsed TOML job config names a module that adds fields, as
+    torchtitan 0.2.2's ``_maybe_add_custom_config`` reads it (after the
+    command line's flag)."""
+    if config is None:
+        return False
+    job: Any = config.get("job")
+    return is_table(job) and bool(job.get(CUSTOM_CONFIG_MODULE))
 
 
-def _check_table(table: Mapping[str, Any], path: str, where: str) -> None:
-    """A table's keys (and a nested table's: ``[compile.ep_overlap]``) held
-    against the fields the model reads."""
+def unknown_keys(config: Mapping[str, Any] | None, where: str) -> list[str]:
+    """The keys of a parsed TOML job config (read from ``where``) that no
+    field of :data:`JOB_CONFIG` nor of ours has, as dotted paths, in the
+    file's order (an unknown table by its own path: its keys are not looked
+    at). ``ConfigError`` for one a typo away from a field the model reads (a
+    section ``[paralelism]``, a key), naming the one it means. The caller
+    skips this where a module adds fields (:func:`custom_module`)."""
+    unknown: list[str] = []
+    if config is not None:
+        _walk(config, "", where, unknown)
+    return unknown
+
+
+def _walk(table: Mapping[str, Any], path: str, where: str, unknown: list[str]) -> None:
+    """One table's keys (a nested table's in turn: ``[training.dataloader]``,
+    ``[compile.ep_overlap]``): a set lookup for each known key, nothing
+    more."""
+    known = JOB_CONFIG.get(path, "")
     for key, value in table.items():
-        meant = near_miss(f"{path}.{key}")
-        if meant is not None:
-            raise ConfigError(
-                f"not a torchtitan field; did you mean {meant}?",
-                _named(where, f"{path}.{key}"),
-            )
-        if is_table(value):
-            _check_table(value, f"{path}.{key}", where)
+        if _holds(known, key):
+            if is_table(value):
+                name = f"{path}.{key}" if path else key
+                if name in JOB_CONFIG:
+                    _walk(value, name, where, unknown)
+            continue
+        name = f"{path}.{key}" if path else key
+        if name in FIELDS:
+            continue
+        if is_table(value) and any(
+            ours.startswith(name + ".") for ours in FIELDS
+        ):  # a table of ours alone (the graph trainer's [compile.ep_overlap])
+            _walk(value, name, where, unknown)
+            continue
+        _refuse_near_miss(name, where)
+        unknown.append(name)
+
+
+def _refuse_near_miss(name: str, where: str) -> None:
+    """``ConfigError`` for a key (``name``, its dotted path) a typo away from a
+    section or field the model reads."""
+    if "." not in name:
+        for ours in SECTIONS:
+            if edits_within(name, ours, MAX_EDITS):
+                raise ConfigError(
+                    f"not a torchtitan section; did you mean [{ours}]?",
+                    _named(where, f"[{name}]"),
+                )
+        return
+    meant = near_miss(name)
+    if meant is not None:
+        raise ConfigError(
+            f"not a torchtitan field; did you mean {meant}?", _named(where, name)
+        )
 
 
 # Reading a small file without ever blocking, following a loop or filling memory:

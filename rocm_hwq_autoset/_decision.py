@@ -15,7 +15,7 @@ result into the final outcome. Both forms reach Q through :func:`recommend_launc
 
 from __future__ import annotations
 
-from ._argv import FORMS, TOML, Form, form_named
+from ._argv import FORMS, TOML, Form, form_named, unknown_inputs
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
@@ -131,19 +131,27 @@ class Outcome:
         rank and every skip or detail in verbose mode; nothing when quiet. In
         verbose mode a recommendation's line is followed by one line for each
         stream the model leaves out that the config turns on
-        (:func:`left_out_lines`)."""
+        (:func:`left_out_lines`). A value's line comes after a warning for
+        each group of inputs torchtitan refuses that the model does not read
+        (:func:`unknown_warnings`)."""
         level, _ = log_level(environ)
         if level == QUIET:
             return None
         quiet_by_default = self.level in (SKIP, DETAIL)
         if level != VERBOSE and (quiet_by_default or not prints_for_node(environ)):
             return None
-        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
-                WARNING: "warning: "}[self.level]  # fmt: skip
-        said = PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
+        said = self._said()
+        if self.level == SET and self.rec is not None and self.rec.unknown:
+            said = "".join(w._said() for w in unknown_warnings(self.rec)) + said
         if level == VERBOSE and self.rec is not None:
             said += "".join(left_out_lines(self.rec))
         return said
+
+    def _said(self) -> str:
+        """Its own line, prefix and newline included."""
+        lead = {SET: "", NOTE: "", DETAIL: "", SKIP: "nothing to do: ",
+                WARNING: "warning: "}[self.level]  # fmt: skip
+        return PREFIX + fit(lead + self.text, self.tail, MAX_LINE - len(PREFIX)) + "\n"
 
     def __repr__(self) -> str:
         return f"Outcome({self.level!r}, {self.message!r}, queues={self.queues!r})"
@@ -223,15 +231,16 @@ def recommend_launch(
             raise ConfigError("a --module/--config launch needs its evaluation")
         return Recommendation(config.inputs, world_size, config.settings)
     path = launch.config_file
-    if path is None:  # torchtitan's defaults, and the flags
-        settings = merge(None, launch.overrides)
-    else:
+    toml = None  # torchtitan's defaults, and the flags
+    if path is not None:
         if read_toml is None:
             raise ConfigError("a TOML launch needs its reader")
         toml = read_toml(path)  # torchtitan reads the file before the flags
-        settings = merge(toml, launch.overrides, path)
+    overrides = launch.overrides
+    unknown = unknown_inputs(launch.args, toml, path or "")
+    settings = merge(toml, overrides, path or "")
     inputs = read_inputs(settings, toolkit_passes=launch.form.toolkit_passes)
-    return Recommendation(inputs, world_size, settings)
+    return Recommendation(inputs, world_size, settings, unknown)
 
 
 def conclude(
@@ -296,6 +305,18 @@ def _value(
         return Outcome(SKIP, text, rec=rec, marker=marked)
     where = CACHED if cached else ""
     return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
+
+
+def unknown_warnings(rec: Recommendation) -> list[Outcome]:
+    """A warning for each group of inputs torchtitan refuses that the model
+    does not read (``Recommendation.unknown``): the hook says each before the
+    value's line, ``explain`` on stderr, ``doctor`` as a failed row. Q is set
+    all the same: torchtitan's releases differ in their fields, and a job one
+    of them accepts must get its value."""
+    return [
+        Outcome(WARNING, str(exc), f"{QUEUES} set from the fields the model reads")
+        for exc in rec.unknown
+    ]
 
 
 #: What a value's line adds when the value came from the cache.

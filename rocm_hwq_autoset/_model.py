@@ -275,7 +275,7 @@ class Recommendation:
     """Q for a job, with everything that led to it."""
 
     __slots__ = ("dp_shard", "facts", "inputs", "lanes", "left_out",
-                 "left_out_lanes", "queues", "settings", "table",
+                 "left_out_lanes", "queues", "settings", "table", "unknown",
                  "world_size")  # fmt: skip
 
     def __init__(
@@ -283,6 +283,7 @@ class Recommendation:
         inputs: Inputs,
         world_size: int | None = None,
         settings: Mapping[str, Setting] | None = None,
+        unknown: tuple[ConfigError, ...] = (),
     ) -> None:
         self.inputs = inputs
         """What the stream model was given."""
@@ -290,6 +291,11 @@ class Recommendation:
         self.settings: dict[str, Setting] = dict(settings or {})
         """Every field read, with its value and where it came from (empty where
         only the inputs are known: a worker of a ``--module`` launch)."""
+        self.unknown = unknown
+        """What torchtitan refuses among the inputs the model does not read
+        (``_argv.unknown_inputs``: unknown flags, unknown TOML keys), each
+        group one ``ConfigError`` naming them, said and not raised: Q is
+        read from the fields the model reads."""
         self.dp_shard = resolve_shard(inputs, world_size)
         """The shard degree, ``-1`` resolved; None where it cannot be."""
         # Without the world size a -1 counts as active, as in the PR.

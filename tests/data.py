@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("ROCM_HWQ_CORPUS") or ROOT.parent / "shared" / "corpus")
 TOML_DIR = CORPUS / "torchtitan-toml"
 TRACE_DIR = CORPUS / "traces"
+#: torchtitan v0.2.2's ``torchtitan/config/job_config.py`` (``JobConfig``).
+JOB_CONFIG_SOURCE = CORPUS / "config" / "job_config.py"
 #: How to get a corpus, in one command.
 MAKE_CORPUS = 'eval "$(python tools/corpus.py ~/.cache/rocm-hwq-corpus)"'
 
@@ -38,7 +40,8 @@ def corpus_dir(folder: Path) -> Path:
         absent = f"{folder} is absent" if given else "ROCM_HWQ_CORPUS is unset"
         pytest.skip(
             f"{absent}: the corpus (every TOML job config torchtitan"
-            " shipped before its config refactor, three real profiler traces)"
+            " shipped before its config refactor, the source of its JobConfig,"
+            " three real profiler traces)"
             " is the folder ROCM_HWQ_CORPUS names; make one from torchtitan"
             f" v0.2.2 and HolisticTraceAnalysis (git clone) with: {MAKE_CORPUS}."
             " The tests' own data (tests/data.py) covers the rest"

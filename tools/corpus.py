@@ -1,8 +1,10 @@
 """A corpus for the tests' extra checks, made from the public sources: every
 TOML job config torchtitan shipped in its TOML era (``train_configs/*.toml``
 of its last TOML-era release, v0.2.2, and ``tests/integration_tests``), named
-after its path (``models__deepseek_v3__debug_model.toml``), and three real
-PyTorch profiler traces of HolisticTraceAnalysis's test data. The tests read
+after its path (``models__deepseek_v3__debug_model.toml``), the source of that
+release's ``JobConfig`` (``torchtitan/config/job_config.py``, which the
+package's table of its fields is held to), and three real PyTorch profiler
+traces of HolisticTraceAnalysis's test data. The tests read
 it where ``ROCM_HWQ_CORPUS`` names it (in the workplace, ``../shared/corpus``
 beside the checkout is one already).
 
@@ -29,6 +31,8 @@ TORCHTITAN = "https://github.com/pytorch/torchtitan"
 #: The last release before pytorch/torchtitan#2386 replaced the TOML configs
 #: by Python ones ("v0.2.2 contains a latest release right before this PR").
 TORCHTITAN_TAG = "v0.2.2"
+#: The source of its ``JobConfig``, in the package: kept as ``config/job_config.py``.
+JOB_CONFIG = Path("config", "job_config.py")
 HTA = "https://github.com/facebookresearch/HolisticTraceAnalysis"
 #: The corpus's traces, by the path of each in HolisticTraceAnalysis.
 TRACES = {
@@ -69,6 +73,9 @@ def lay_out(torchtitan: Path, hta: Path, corpus: Path) -> int:
             count += 1
     for name, source in TRACES.items():
         shutil.copyfile(hta / source, traces / name)
+    config = corpus / JOB_CONFIG.parent.name
+    config.mkdir(exist_ok=True)
+    shutil.copyfile(torchtitan / "torchtitan" / JOB_CONFIG, config / JOB_CONFIG.name)
     return count
 
 

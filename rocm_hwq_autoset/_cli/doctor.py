@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from .._argv import FORMS, Launch
 from .._config import ConfigError
-from .._decision import SET, SKIP, WARNING, Outcome
+from .._decision import SET, SKIP, WARNING, Outcome, unknown_warnings
 from .._environ import (
     LOG,
     NAME,
@@ -337,6 +337,8 @@ def launch_checks(training: Sequence[str], on_rocm: bool) -> list[Row]:
     checks = [Row(status, "for that launch", hook_words(outcome) + as_if)]
     rec = outcome.rec
     if rec is not None:
+        checks += [Row("FAIL", "for that launch", warning.message)
+                   for warning in unknown_warnings(rec)]  # fmt: skip
         checks += [
             Row("note", "not in Q", f"{lane}: {LEFT_OUT[lane][0]}; check it on a"
                 f" profiler trace: {unbroken(verify_command(lane, rec.queues))}")

@@ -8,6 +8,7 @@ import textwrap
 from typing import TYPE_CHECKING, TextIO
 
 from .._config import ConfigError
+from .._decision import unknown_warnings
 from .._environ import (
     EXPORTED,
     HIP_DEFAULT_QUEUES,
@@ -102,6 +103,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     # The launch's own errors first (evaluating it, for --module), then what
     # the hook decides with that same evaluation.
     rec = reading.rec
+    for warning in unknown_warnings(rec):  # what torchtitan refuses, said as the hook
+        write_stderr(f"{PROG}: warning: {warning.message}\n")
     source = reading.source
     outcome = reading.hook_outcome()
     on_rocm, evidence = rocm()
@@ -396,6 +399,7 @@ def as_json(rec: Recommendation, *, source: str) -> dict[str, object]:
             for key, s in rec.settings.items()
         },
         "reasons": why,
+        "unknown": [str(exc) for exc in rec.unknown],
         "left_out": list(rec.left_out_lanes),
         "left_out_table": [
             {

@@ -85,6 +85,8 @@ from .spawns import SPAWN_EVENTS, Wrappers, give, mapping_of, take_back
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import FrameType
+
     #: ``_hook.apply``: set an outcome in ``os.environ`` (and in the mappings
     #: given), and say it unless ``quiet``.
     Apply = Callable[..., None]
@@ -493,12 +495,22 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 
 def hide_our_frames(exc: BaseException) -> None:
     """Where ``exc`` (Ctrl-C, a signal handler's exception raised while the
-    process waited) ends the program, its traceback is printed as it would be
-    without the hook: ending in the program's own frame (its import, its
-    process start), none of the package's after it (was: the audit hook's and
-    the wait's frames, issue #37). A raise always adds its own frame, so they
-    are cut where Python prints it: ``sys.excepthook``, wrapped once for this
-    exception alone, the program's own hook called with the rest."""
+    process waited) is about to leave the wait, its traceback is made as it
+    would be without the hook: ending in the program's own frame (its import,
+    its process start), none of the package's after it (was: the audit hook's
+    and the wait's frames, issue #37), whether the program catches and prints
+    it itself (``traceback.print_exc()`` in an ``except KeyboardInterrupt``) or
+    Python prints it. A raise always adds its own frame, so the traceback is
+    cut as the exception enters the program's frame (:func:`_cut_at`); where a
+    tracer already runs (a debugger's, coverage's), where Python prints it
+    instead: ``sys.excepthook``, wrapped once for this exception alone, the
+    program's own hook called with the rest."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _is_ours(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is not None and sys.gettrace() is None:
+        _cut_at(frame)
+        return
     previous = sys.excepthook
 
     def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
@@ -510,11 +522,40 @@ def hide_our_frames(exc: BaseException) -> None:
     sys.excepthook = excepthook
 
 
+def _cut_at(frame: FrameType) -> None:
+    """The next exception to enter ``frame`` (the program's, as the wait
+    raises) keeps no traceback beyond it: a trace function on that frame alone
+    cuts it there, at its ``exception`` event (which comes before any handler
+    of the frame runs), and takes itself off. Tracing is on only from here to
+    there; a frame started on the way (none is) takes it off too."""
+
+    def off() -> None:
+        sys.settrace(None)
+        frame.f_trace = None
+
+    def cut(at: FrameType, event: str, arg: Any) -> None:
+        if event == "exception" and at is frame:
+            tb = arg[2]
+            if tb is not None and tb.tb_frame is frame:
+                tb.tb_next = None
+            off()
+
+    def started(at: FrameType, event: str, arg: Any) -> None:
+        off()
+
+    frame.f_trace = cut
+    sys.settrace(started)
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(PACKAGE_DIR)
+
+
 def _without_ours(tb: Any) -> Any:
     """The traceback ``tb`` cut before its first frame of the package's."""
     first, before = tb, None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        if _is_ours(tb.tb_frame.f_code.co_filename):
             if before is None:
                 return None
             before.tb_next = None

@@ -22,6 +22,7 @@ from rocm_hwq_autoset._cli.doctor import (
     Row,
     cache_checks,
     environment_checks,
+    launch_checks,
     start_up_check,
     startup_file_checks,
 )
@@ -854,3 +855,19 @@ def test_the_wording_of_doctor(
         case("python -S", [Row(*found) for found in layout({})])
     case("the gate: missing, shadowed, a copy, stale", gate_rows(monkeypatch, tmp_path))
     check_golden(GOLDEN / "cli" / "doctor.txt", "".join(text))
+
+
+def test_what_torchtitan_refuses_beside_the_fields_fails_the_launch(
+    rocm_job: str,
+) -> None:
+    """Issue #37: an unknown flag and an unknown key gave a healthy launch. The
+    value is still the fields' (torchtitan's releases differ in their fields);
+    each input's unknown names fail a row."""
+    args = ["--job.config_file", rocm_job, "--parallelism.tp2", "2", "--job.bar=1"]
+    checks = launch_checks(args, on_rocm=True)
+    rows = [(row.status, row.detail.partition(": ")[0]) for row in checks
+            if row.topic == "for that launch"]  # fmt: skip
+    assert rows == [
+        ("ok", "would set GPU_MAX_HW_QUEUES=4"),
+        ("FAIL", "--parallelism.tp2, --job.bar"),
+    ]

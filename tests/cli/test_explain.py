@@ -690,6 +690,29 @@ def test_a_toml_key_a_typo_away_from_ours_is_refused(
     assert code == 0 and out == exported(4)
 
 
+def test_what_torchtitan_refuses_beside_the_fields_is_said(
+    tmp_path: Path, cuda_machine: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Issue #37: ``--parallelism.foo 2`` and ``[parallelism] foo = 2`` gave a
+    Q and no word. Each input's unknown names are one warning, in ``--json``
+    too; the value is the fields' (an export still exports it)."""
+    monkeypatch.chdir(tmp_path)
+    Path("job.toml").write_text("[parallelism]\ntensor_parallel_degree = 2\nfoo = 2\n")
+    args = ["--job.config_file", "job.toml", "--parallelism.bar", "2"]
+    doc = explain_json(capsys, *args)
+    assert doc["queues"] == 4
+    assert [said.partition(": no such")[0] for said in doc["unknown"]] == [
+        "--parallelism.bar", "job.toml: parallelism.foo"
+    ]  # fmt: skip
+    code, out, err = explain(capsys, "--export", *args)
+    assert (code, out) == (0, exported(4))
+    assert [line.split(": ")[1:3] for line in err.splitlines()[:2]] == [
+        ["warning", "--parallelism.bar"], ["warning", "job.toml"],
+    ]  # fmt: skip
+    assert err.splitlines()[2].startswith("rocm-hwq-autoset: exported ")
+
+
 @pytest.mark.parametrize(
     ("args", "error"),
     [

@@ -418,6 +418,78 @@ def test_a_long_wait_and_a_ctrl_c_during_it_are_one_line_each(launch: Launch) ->
     assert launch.survivors() == []
 
 
+#: A torchtitan program (a script in a ``torchtitan`` folder) that catches
+#: Ctrl-C during its ``import torch`` and prints the traceback itself, then
+#: its frames as JSON on stdout.
+CATCHER = """
+import json, sys, traceback
+
+def main():
+    try:
+        import torch
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        frames = traceback.extract_tb(sys.exc_info()[2])
+        print(json.dumps([[f.filename, f.lineno, f.name] for f in frames]))
+        sys.exit(3)
+
+main()
+"""
+#: A torch whose import blocks, where the hook is off: Ctrl-C comes during it.
+SLOW_TORCH = """
+import sys, time
+sys.stderr.write("importing torch\\n")
+sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+@pytest.mark.e2e
+def test_ctrl_c_caught_by_the_program_shows_its_frames_as_without_the_hook(
+    launch: Launch,
+) -> None:
+    """Issue #37: a program that catches the KeyboardInterrupt of a Ctrl-C
+    during its ``import torch`` and prints it (``traceback.print_exc()``)
+    showed the package's frames (``_evaluation/parent.py``'s audit and wait)
+    where the hook made it wait. On and off (``ROCM_HWQ_AUTOSET=0``, its
+    ``import torch`` then blocking), the same program's frames, none of the
+    package's; on, the traceback ends in the program's own import."""
+    program = launch.work / "torchtitan" / "catcher.py"
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(CATCHER)
+    slow = launch.work / "slow"
+    (slow / "torch").mkdir(parents=True)
+    (slow / "torch" / "__init__.py").write_text(SLOW_TORCH)
+    runs = {}
+    for hook, torch, ready in (
+        ("1", launch.rocm, "rocm-hwq-autoset: waiting for"),
+        ("0", slow, "importing torch"),
+    ):
+        path = os.pathsep.join(str(p) for p in (torch, launch.standin))
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": path,
+               "STANDIN_LOG": str(launch.log), "STANDIN_SLEEP": "60",
+               "ROCM_HWQ_AUTOSET": hook,
+               "ROCM_HWQ_AUTOSET_CACHE_DIR": str(launch.cache)}  # fmt: skip
+        proc = subprocess.Popen(
+            [launch.venv.python, str(program), *EP2], cwd=launch.work, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=interruptible,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the wait's note, or the slow import's
+        assert first.startswith(ready), first
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=90)  # a busy machine: a bound
+        assert proc.returncode == 3, rest
+        assert "rocm_hwq_autoset" not in rest.partition("Traceback")[2], rest
+        runs[hook] = [tuple(frame) for frame in json.loads(out)]
+    assert [f for f in runs["1"] if f[0] == str(program)] == [
+        f for f in runs["0"] if f[0] == str(program)
+    ]
+    assert [f[2] for f in runs["1"]] == ["main"]  # ends in the program's import
+    assert all("rocm_hwq_autoset" not in f[0] for f in runs["1"] + runs["0"])
+
+
 @pytest.mark.e2e
 def test_failure_is_one_warning(launch: Launch) -> None:
     seen, err, _ = launch.run(["-m", "torchtitan.train", *LLAMA[:1],

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -221,8 +222,15 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
     assert evaluation.calls == ["answer"] and env == {}
-    # Printed as the program's end: its own frames, none of the wait's (was:
-    # parent.py's audit and need, issue #37).
+    # Caught by the program (here, the test's frame), its traceback ends in the
+    # program's own frame, as without the hook (was: parent.py's audit and
+    # need, shown by a program's traceback.print_exc(), issue #37).
+    frames = traceback.extract_tb(raised.value.__traceback__)
+    assert [(f.filename, f.name) for f in frames] == [
+        (__file__, "test_a_signal_or_an_exit_passes_through_and_ends_the_child")
+    ]
+    assert sys.gettrace() is None  # the cut's trace is off again
+    # Printed as the program's end: its own frames, none of the wait's.
     capsys.readouterr()
     sys.excepthook(expected, raised.value, raised.value.__traceback__)
     printed = capsys.readouterr().err

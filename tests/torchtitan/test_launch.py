@@ -240,6 +240,20 @@ def test_a_nonexistent_config_keeps_the_end_of_its_warning(no_cache: Launches) -
     assert len(line) <= 400
 
 
+def test_an_unknown_flag_is_named_by_torchtitans_own_parser(
+    no_cache: Launches,
+) -> None:
+    """Issue #37: ``--parallelism.foo 2`` after ``--module M --config FN``.
+    torchtitan's parser reads every flag in the child, and refuses this one:
+    one warning naming it, the variable unset (torchtitan refuses the job)."""
+    args = [*DS16, "--parallelism.foo", "2"]
+    _, out, err = no_cache.run(no_cache.train(*args))
+    [line] = ours(err, waited=args)
+    assert line.startswith("rocm-hwq-autoset: warning:") and line.endswith("unset")
+    assert "--parallelism.foo" in line
+    assert [probe["queues"] for probe in probes(out)] == [None]
+
+
 def test_torchruns_own_parser_agrees_on_the_program(python: str) -> None:
     """The launch lines of torchtitan's run_train.sh and the decoys, given to
     torch.distributed.run's own parser: it names the program this package

@@ -16,12 +16,15 @@ from rocm_hwq_autoset._argv import (
     Launch,
     cli_overrides,
     config_file_arg,
+    custom_config_module,
     find_launch,
     is_option,
     module_args,
     program,
     suggest_flag,
     torchrun_program,
+    unknown_flags,
+    unknown_inputs,
 )
 from rocm_hwq_autoset._environ import MODULE_FORM, TOML_FORM
 
@@ -425,3 +428,57 @@ def test_a_launch_keeps_the_program_that_makes_it() -> None:
     script = ("script", "/x/torchtitan/train.py")
     launch = launch_in(["--module", "m", "--config", "c"], script, in_process=False)
     assert launch is not None and launch.program == script
+
+
+# Flags no field has: torchtitan 0.2.2's tyro refuses them; said, Q still set.
+
+
+@pytest.mark.parametrize(
+    ("args", "unknown"),
+    [
+        (["--parallelism.foo", "2"], ["--parallelism.foo"]),
+        (["--parallelism.foo=2", "--parallelism.foo", "3"], ["--parallelism.foo"]),
+        (["--lr-scheduler.warmup-stepz", "3", "--job.bar"],
+         ["--lr-scheduler.warmup-stepz", "--job.bar"]),
+        (["--training.dataloader.workers", "2"], ["--training.dataloader.workers"]),
+        (["--parallelism.no-foo"], ["--parallelism.no-foo"]),
+        # torchtitan's own, with "-" or "_", negated or not; ours
+        (["--lr-scheduler.warmup-steps", "3", "--checkpoint.no-enable",
+          "--quantize.linear.float8.emulate", "--job.config_file", "j.toml",
+          "--compile.ep-overlap.enabled", "--training.no_disable_cuda_graphs"], []),
+        # Not in a section of torchtitan's job config: not looked at.
+        (["--foo.bar", "1", "--verbose", "-x", "--parallelism"], []),
+        # A typo of ours: refused (cli_overrides), not merely said.
+        (["--parallelism.tp", "2", "--parallelism.tensor_paralel_degree", "2"], []),
+    ],
+)  # fmt: skip
+def test_an_unknown_flag_is_named(args: list[str], unknown: list[str]) -> None:
+    assert unknown_flags(args) == unknown
+
+
+@pytest.mark.parametrize(
+    ("args", "module"),
+    [
+        (["--job.custom_config_module=m.n"], "m.n"),
+        (["--job.custom-config-module", "m", "--job.custom_config_module=n"], "m"),
+        (["--job.custom_config_module="], ""),
+        (["--job.custom_config_module"], ""),
+        (["--job.custom_config_modules=m"], ""),
+    ],
+)
+def test_a_custom_config_module_is_read_as_torchtitan_reads_it(
+    args: list[str], module: str
+) -> None:
+    assert custom_config_module(args) == module
+
+
+def test_unknown_inputs_are_one_group_per_input() -> None:
+    config = {"parallelism": {"foo": 1, "bar": 2}}
+    found = unknown_inputs(["--parallelism.baz", "1"], config, "job.toml")
+    assert [exc.source for exc in found] == [
+        "--parallelism.baz", "job.toml: parallelism.foo, parallelism.bar"
+    ]  # fmt: skip
+    for module in (["--job.custom_config_module", "m"], []):
+        job = {"job": {"custom_config_module": "m"}} if not module else {}
+        args = [*module, "--parallelism.baz"]
+        assert unknown_inputs(args, {**config, **job}, "") == ()

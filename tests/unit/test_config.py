@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shlex
 import subprocess
 import sys
@@ -15,18 +16,18 @@ import pytest
 from rocm_hwq_autoset import ConfigError, recommend
 from rocm_hwq_autoset._config import (
     FIELDS,
+    JOB_CONFIG,
     MAX_EDITS,
     SECTIONS,
-    TORCHTITAN_FIELDS,
-    TORCHTITAN_SECTIONS,
     Setting,
-    check_near_misses,
     edits_within,
     is_table,
+    is_torchtitans,
     load_toml,
     merge,
     near_miss,
     parse_toml,
+    unknown_keys,
 )
 from rocm_hwq_autoset._evaluation.answer import (
     settings_from_json,
@@ -307,38 +308,6 @@ def test_a_byte_order_mark_is_refused_as_torchtitan_refuses_it_and_named(
 
 # Near misses: a key or section a typo away from one the model reads.
 
-#: torchtitan 0.2.2's fields (the last TOML-era release: ``JobConfig``) in the
-#: sections the model reads from: none is an edit or two away from one of ours.
-TORCHTITAN_0_2_FIELDS = {
-    "model": ["name", "flavor", "hf_assets_path", "tokenizer_path", "converters",
-              "print_after_conversion"],
-    "parallelism": [
-        "data_parallel_replicate_degree", "data_parallel_shard_degree",
-        "fsdp_reshard_after_forward", "tensor_parallel_degree",
-        "disable_loss_parallel", "enable_async_tensor_parallel",
-        "pipeline_parallel_degree", "module_fqns_per_model_part",
-        "pipeline_parallel_first_stage_less_layers",
-        "pipeline_parallel_last_stage_less_layers",
-        "pipeline_parallel_layers_per_stage", "pipeline_parallel_schedule",
-        "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
-        "pipeline_parallel_expert_parallel_overlap", "context_parallel_degree",
-        "context_parallel_load_balancer", "context_parallel_rotate_method",
-        "expert_parallel_degree", "expert_tensor_parallel_degree",
-        "expert_parallel_comm_backend",
-    ],
-    "compile": ["enable", "components", "backend"],
-    "training": ["dataset", "dataset_path", "local_batch_size", "global_batch_size",
-                 "seq_len", "max_norm", "steps", "enable_cpu_offload", "dtype",
-                 "mixed_precision_param", "mixed_precision_reduce", "gc_freq",
-                 "gc_debug", "dataloader"],
-}  # fmt: skip
-#: torchtitan 0.2.2's other sections (``JobConfig``'s fields).
-TORCHTITAN_0_2_SECTIONS = [
-    "job", "profiling", "metrics", "optimizer", "lr_scheduler", "checkpoint",
-    "activation_checkpoint", "quantize", "comm", "memory_estimation",
-    "fault_tolerance", "experimental", "validation", "debug",
-]  # fmt: skip
-
 
 @pytest.mark.parametrize(
     ("name", "meant"),
@@ -359,25 +328,31 @@ def test_a_near_miss_is_within_a_table_close_to_ours(
     assert near_miss(name) == meant
 
 
-def test_no_field_of_torchtitans_is_taken_for_a_typo() -> None:
-    for section, names in TORCHTITAN_0_2_FIELDS.items():
-        for name in names:
-            assert near_miss(f"{section}.{name}") is None, name
-    check_near_misses(
-        {s: dict.fromkeys(n, 1) for s, n in TORCHTITAN_0_2_FIELDS.items()}, "job.toml"
-    )
-    # Known exactly: the package's tables name each, and the search never
-    # runs for them (issue #39: it cost a TOML launch 0.47 M instructions).
-    for section, names in TORCHTITAN_0_2_FIELDS.items():
-        for name in names:
-            key = f"{section}.{name}"
-            assert key in FIELDS or key in TORCHTITAN_FIELDS, key
-    assert set(TORCHTITAN_0_2_SECTIONS) == TORCHTITAN_SECTIONS
-    for section in TORCHTITAN_0_2_SECTIONS:
+def test_no_field_of_torchtitans_is_a_typo_of_ours() -> None:
+    """No field of torchtitan 0.2.2's is an edit or two from one of ours (not
+    even outside the table, which keeps each from being compared): a config
+    that sets every one of them is read without a refusal or an unknown key."""
+    everything: dict[str, Any] = {}
+    # Each table's names between blanks, so that one is found whole.
+    assert all(names.startswith(" ") and names.endswith(" ") and "  " not in names
+               for names in JOB_CONFIG.values())  # fmt: skip
+    for table, names in JOB_CONFIG.items():
+        for name in names.split():
+            path = f"{table}.{name}" if table else name
+            assert path in FIELDS or not any(
+                edits_within(path, ours, 2) for ours in FIELDS
+            ), path
+            if path not in JOB_CONFIG:  # a field, not a table
+                holder = everything
+                for part in table.split(".") if table else ():
+                    holder = holder.setdefault(part, {})
+                holder[name] = 1
+    assert unknown_keys(everything, "job.toml") == []
+    # torchtitan's sections without a field of ours: never searched, and no
+    # name of one is a typo of a section of ours (issue #39).
+    for section in set(JOB_CONFIG[""].split()) - set(SECTIONS):
         assert near_miss(f"{section}.x") is None, section
-        # Their names held against ours, as an unknown section's would be:
         assert not any(edits_within(section, ours, MAX_EDITS) for ours in SECTIONS)
-    check_near_misses({s: {"x": 1} for s in TORCHTITAN_0_2_SECTIONS}, "job.toml")
 
 
 def test_a_table_is_a_dict_or_any_mapping() -> None:
@@ -412,7 +387,7 @@ def test_a_near_miss_is_refused_with_what_it_means(
     text: bytes, source: str, meant: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        merge(parse_toml(text), {}, "job.toml")
+        unknown_keys(parse_toml(text), "job.toml")
     assert caught.value.source == f"job.toml: {source}"
     assert caught.value.reason.endswith(f"did you mean {meant}?")
 
@@ -421,7 +396,88 @@ def test_a_custom_config_module_may_add_fields() -> None:
     text = (
         b"[job]\ncustom_config_module = 'x'\n[parallelism]\nexpert_paralel_degree = 2"
     )
-    assert recommend(parse_toml(text)).queues == 4
+    rec = recommend(parse_toml(text))
+    assert (rec.queues, rec.unknown) == (4, ())
+    # Named on the command line (as torchtitan's own tests launch the
+    # transformers backend), it adds fields too: nothing refused, nothing said.
+    for flag in (["--job.custom_config_module=x"], ["--job.custom-config-module", "x"]):
+        rec = recommend(parse_toml(text.partition(b"\n")[2]), argv=flag)
+        assert (rec.queues, rec.unknown) == (4, ())
+
+
+# Unknown keys: torchtitan 0.2.2 refuses them; its releases differ in their
+# fields, so each is said and Q is still read from the fields the model reads.
+
+
+@pytest.mark.parametrize(
+    ("text", "unknown"),
+    [
+        (b"[parallelism]\nfoo = 2", ["parallelism.foo"]),
+        (b"[wandb]\nproject = 'x'\n[job]\nbar = 1", ["wandb", "job.bar"]),
+        (b"top = 1", ["top"]),
+        (b"[training.dataloader]\nworkers = 2\nnum_workers = 2",
+         ["training.dataloader.workers"]),
+        (b"[quantize.linear.float8]\nemulate = true\nemulated = true",
+         ["quantize.linear.float8.emulated"]),
+        # The graph trainer's fields and tables: the model reads them.
+        (b"[compile.ep_overlap]\nenabled = true\n[compile]\nenable_passes = true",
+         []),
+        (b"[compile.ep_overlap]\nenabled = true\nother = 1",
+         ["compile.ep_overlap.other"]),
+        # An unknown table is named alone, not its keys; a field's table value
+        # is the field's value (torchtitan's reader passes it on).
+        (b"[parallelism.foo]\na = 1\nb = 2", ["parallelism.foo"]),
+        (b"[parallelism]\npipeline_parallel_schedule = { a = 1 }", []),
+        # Two of torchtitan's names in one quoted key: no name of torchtitan's.
+        (b'[job]\n"dump_folder description" = 1', ["job.dump_folder description"]),
+    ],
+)  # fmt: skip
+def test_an_unknown_key_is_named(text: bytes, unknown: list[str]) -> None:
+    config = parse_toml(text)
+    assert unknown_keys(config, "job.toml") == unknown
+    rec = recommend(config)
+    assert [exc.source for exc in rec.unknown] == [", ".join(unknown)] * bool(unknown)
+
+
+def test_q_is_read_beside_an_unknown_key() -> None:
+    rec = recommend(parse_toml(b"[parallelism]\ntensor_parallel_degree = 2\ntp2 = 1"))
+    assert rec.queues == 4
+    assert "tp_all_gather" in rec.lanes
+    assert [exc.source for exc in rec.unknown] == ["parallelism.tp2"]
+
+
+def _job_config_of(source: str) -> dict[str, frozenset[str]]:
+    """torchtitan's ``JobConfig`` as :data:`JOB_CONFIG` holds it, read from its
+    source by ``ast`` (nothing of torchtitan's imported): each dataclass field
+    of a dataclass of the module is a table."""
+    classes = {node.name: node for node in ast.parse(source).body
+               if isinstance(node, ast.ClassDef)}  # fmt: skip
+    found: dict[str, frozenset[str]] = {}
+
+    def walk(name: str, path: str) -> None:
+        fields = []
+        for node in classes[name].body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                fields.append(node.target.id)
+                kind = ast.unparse(node.annotation)
+                if kind in classes:
+                    walk(kind, f"{path}.{node.target.id}" if path else node.target.id)
+        found[path] = frozenset(fields)
+
+    walk("JobConfig", "")
+    return found
+
+
+def test_the_job_config_table_is_torchtitans() -> None:
+    """:data:`JOB_CONFIG` is torchtitan 0.2.2's ``JobConfig``, where its source
+    is in the corpus (``tools/corpus.py`` copies it)."""
+    from ..data import JOB_CONFIG_SOURCE, corpus_dir
+
+    source = corpus_dir(JOB_CONFIG_SOURCE.parent) / JOB_CONFIG_SOURCE.name
+    held = {table: frozenset(names.split()) for table, names in JOB_CONFIG.items()}
+    assert _job_config_of(source.read_text()) == held
+    assert all(is_torchtitans(f"{t}.{n}" if t else n)
+               for t, names in JOB_CONFIG.items() for n in names.split())  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -21,10 +21,13 @@ from rocm_hwq_autoset._hook import write_line
 from rocm_hwq_autoset._rocm import detect
 
 from ..helpers import (
+    GOLDEN,
     LINE,
     MODULE_ARGS,
     UNSET_TAIL,
+    check_golden,
     decide_module,
+    hook,
     no_read,
     run,
     said,
@@ -689,3 +692,49 @@ def test_an_exported_value_is_decided_again(
     run(env, filled, rocm_path, capsys)
     assert env["GPU_MAX_HW_QUEUES"] != "2"
     assert env["ROCM_HWQ_AUTOSET_ORIGIN"].endswith(" job.config_file")
+
+
+# What torchtitan 0.2.2 refuses that the model does not read.
+
+UNKNOWN_JOB = b"""
+[model]
+name = "deepseek_v3"
+[parallelism]
+expert_parallel_degree = 2
+foo = 1
+[wandb]
+project = "x"
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "lines"),
+    [
+        ({}, 3),
+        ({"LOCAL_RANK": "3"}, 0),
+        ({"ROCM_HWQ_AUTOSET_LOG": "quiet"}, 0),
+        ({"LOCAL_RANK": "3", "ROCM_HWQ_AUTOSET_LOG": "verbose"}, 3),
+    ],
+)
+def test_unknown_fields_and_flags_are_said_and_q_is_set(
+    env: dict[str, str], lines: int, tmp_path: Path, rocm_path: list[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Was: no word (issue #37). Each input's unknown names in one warning
+    line, before the value's line, said as the value is (once per node); the
+    value is the one the fields the model reads give."""
+    monkeypatch.chdir(tmp_path)
+    Path("job.toml").write_bytes(UNKNOWN_JOB)
+    args = ["--job.config_file", "job.toml", "--parallelism.bar", "2"]
+    outcome = hook(env, args, rocm_path)
+    assert (outcome.level, env["GPU_MAX_HW_QUEUES"]) == ("set", "4")
+    assert outcome.rec is not None
+    assert [exc.source for exc in outcome.rec.unknown] == [
+        "--parallelism.bar", "job.toml: parallelism.foo, wandb"
+    ]  # fmt: skip
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == lines
+    if lines:
+        levels = [line.split(": ")[1] == "warning" for line in err.splitlines()]
+        assert levels == [True, True, False]
+        check_golden(GOLDEN / "unknown_fields.txt", err)

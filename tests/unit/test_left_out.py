@@ -286,10 +286,12 @@ def test_dist_gemm_comes_from_the_model_spec_in_the_module_form() -> None:
 def test_a_value_torchtitan_would_refuse_is_named(
     toml: bytes, argv: list[str], said: str
 ) -> None:
-    from rocm_hwq_autoset._argv import cli_overrides
+    from rocm_hwq_autoset._argv import TOML, Launch
+    from rocm_hwq_autoset._decision import recommend_launch
 
+    launch = Launch(TOML, ["--job.config_file", "job.toml", *argv], True)
     with pytest.raises(ConfigError) as caught:
-        merge(parse_toml(toml), cli_overrides(argv), "job.toml")
+        recommend_launch(launch, None, read_toml=lambda path: parse_toml(toml))
     assert str(caught.value) == said
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import recommend
+from rocm_hwq_autoset._argv import unknown_inputs
 from rocm_hwq_autoset._config import FIELDS, SECTIONS, load_toml, merge
 
 from ..data import (
@@ -100,3 +101,39 @@ def test_the_text_is_the_tables() -> None:
         text = job_toml(name)
         assert text.startswith("# rocm-hwq-autoset's test config, modelled on")
         assert len(text) < 800
+
+
+#: A config torchtitan ships without naming the module that adds its fields,
+#: launched with it on the command line, as torchtitan's own tests launch it
+#: (``experiments/transformers_modeling_backend/tests/integration_tests.py``).
+MODULE_ON_THE_COMMAND_LINE = {
+    "experiments__transformers_modeling_backend__": [
+        "--job.custom_config_module="
+        "torchtitan.experiments.transformers_modeling_backend.job_config"
+    ],
+}
+
+
+def test_no_config_torchtitan_shipped_has_a_field_unknown_to_it() -> None:
+    """Every TOML torchtitan shipped in its last TOML-era release, launched as
+    it launches it, holds no key :data:`_config.JOB_CONFIG` and the module it
+    names do not know: nothing said. Without the command line's module, the
+    transformers backend's own table is named. Only where the corpus exists."""
+    folder = corpus_dir(TOML_DIR)
+    named = []
+    for path in sorted(folder.glob("*.toml")):
+        config = load_toml(str(path))
+        argv = next((args for prefix, args in MODULE_ON_THE_COMMAND_LINE.items()
+                     if path.name.startswith(prefix)), [])  # fmt: skip
+        assert unknown_inputs(argv, config, path.name) == (), path.name
+        named += [exc.source for exc in unknown_inputs([], config, path.name)]
+    assert named == [
+        f"experiments__transformers_modeling_backend__{name}.toml: hf_transformers"
+        for name in ("debug_model", "full")
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_no_own_config_has_an_unknown_field(name: str, tmp_path: Path) -> None:
+    config = load_toml(str(write_job(tmp_path, name)))
+    assert recommend(config, argv=EP2_OVERLAP).unknown == ()

@@ -139,6 +139,7 @@ def test_the_corpus_is_laid_out_from_two_checkouts(
         "torchtitan/models/llama3/train_configs/llama3_8b.toml",
         "tests/integration_tests/base_config.toml",
         "pyproject.toml",
+        "torchtitan/config/job_config.py",
     ):
         (titan / path).parent.mkdir(parents=True, exist_ok=True)
         (titan / path).write_text(f"# {path}\n")
@@ -158,6 +159,8 @@ def test_the_corpus_is_laid_out_from_two_checkouts(
     assert sorted(p.name for p in (corpus / "traces").iterdir()) == sorted(
         corpus_tool.TRACES
     )
+    job_config = corpus / "config" / "job_config.py"
+    assert job_config.read_text() == "# torchtitan/config/job_config.py\n"
     (hta / corpus_tool.TRACES["sampled_rank-0.json.gz"]).unlink()
     assert corpus_tool.main(args) == 1  # a checkout without a trace
     assert capsys.readouterr().out == "false\n"
