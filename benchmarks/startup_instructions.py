@@ -18,9 +18,9 @@ It also lists the package modules the launch imports, with their lines, and for
 running the decision costs beyond its imports.
 
 The decision is held to ``DECISION_BUDGET`` on each CPython (no more than
-measured with the collector paused, or on 3.13 at 35ca9f5, with a margin for
-the paths), and on 3.11 said against issue #39's target, ``DECISION_TARGET``
-(6.5 M, not met: 6.53 M).
+measured after issue #37's unknown fields merged, at 892093a, with a 2 %
+margin for the paths), and on 3.11 said against issue #39's target,
+``DECISION_TARGET`` (6.5 M, not met: 6.72 M).
 
 Then, on every CPython 3.9-3.13 found (pyenv's, or ``pythonX.Y`` on ``PATH``),
 each revision's TOML decision, measured the same way, and the floor any
@@ -82,8 +82,8 @@ DECISION_TARGET = 6_500_000
 #: commit); each below what main measured at 1e65d9a, before this round's
 #: start-up work. tests/e2e/test_benchmarks.py holds every CPython's found
 #: (--quick).
-DECISION_BUDGET = {"3.9": 6_930_000, "3.10": 7_360_000, "3.11": 6_660_000,
-                   "3.12": 6_560_000, "3.13": 7_900_000}  # fmt: skip
+DECISION_BUDGET = {"3.9": 7_120_000, "3.10": 7_090_000, "3.11": 6_860_000,
+                   "3.12": 6_870_000, "3.13": 8_220_000}  # fmt: skip
 #: Issue #24: the idle line, beyond the floor any .pth pays, on every CPython.
 IDLE_OVER_FLOOR = 600_000
 VERSIONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
