@@ -397,14 +397,27 @@ def config_file_arg(args: Sequence[str]) -> str | None:
     torchtitan's ``ConfigManager._maybe_load_toml`` picks it (``=PATH``, or the
     token after the flag, whatever it is); None without one (torchtitan's
     defaults). ``ConfigError`` names the flag when it has no value."""
+    found = _first_flag(args, CONFIG_FILE_FLAGS)
+    if found is None:
+        return None
+    flag, value = found
+    if value is None:
+        raise ConfigError("expects a value: the TOML job config", flag)
+    return _path(flag, value)
+
+
+def _first_flag(
+    args: Sequence[str], flags: Sequence[str]
+) -> tuple[str, str | None] | None:
+    """The first of ``flags`` in ``args`` and its value, as torchtitan's
+    ``ConfigManager`` reads one (``=VALUE``, or the token after the flag,
+    whatever it is; None when the flag is last); None without one."""
     for i, arg in enumerate(args):
         key, eq, value = arg.partition("=")
-        if eq and key in CONFIG_FILE_FLAGS:
-            return _path(key, value)
-        if arg in CONFIG_FILE_FLAGS:
-            if i + 1 < len(args):
-                return _path(arg, args[i + 1])
-            raise ConfigError("expects a value: the TOML job config", arg)
+        if eq and key in flags:
+            return key, value
+        if arg in flags:
+            return arg, args[i + 1] if i + 1 < len(args) else None
     return None
 
 
@@ -590,11 +603,8 @@ def custom_config_module(args: Sequence[str]) -> str:
     """The module the command line names to add fields, as torchtitan 0.2.2's
     ``_maybe_add_custom_config`` reads it (the first flag; ``=VALUE`` or the
     token after it); ``""`` for none (the TOML's ``[job]`` may name one then)."""
-    for i, arg in enumerate(args):
-        key, eq, value = arg.partition("=")
-        if key in CUSTOM_CONFIG_FLAGS:
-            return value if eq else (args[i + 1] if i + 1 < len(args) else "")
-    return ""
+    found = _first_flag(args, CUSTOM_CONFIG_FLAGS)
+    return (found[1] or "") if found is not None else ""
 
 
 def unknown_flags(args: Sequence[str]) -> list[str]:
