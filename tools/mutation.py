@@ -216,6 +216,58 @@ EQUIVALENT: list[Equivalent] = [
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
+        "_hook",
+        "write_line",
+        "fd = -1",
+        "fd = -2",
+        "Any negative number stands for no descriptor: only fd < 0 reads it.",
+    ),
+    Equivalent(
+        "_hook",
+        "write_line",
+        'data = text.encode(stream.encoding or "utf-8", "backslashreplace")',
+        'data = text.encode(stream.encoding or "UTF-8", "backslashreplace")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_decision",
+        "left_out_lines",
+        "MAX_LINE - len(PREFIX),",
+        "MAX_LINE + len(PREFIX),",
+        "The lines are made of constants (LEFT_OUT's texts, a one-digit Q):"
+        " the longest is 334 characters, under either limit, so none is cut.",
+    ),
+    Equivalent(
+        "_decision",
+        "left_out_lines",
+        "MAX_LINE - len(PREFIX),",
+        ")",
+        "As above: fit's default limit (MAX_LINE) cuts none of them either.",
+    ),
+    Equivalent(
+        "_rocm",
+        "_lines",
+        'text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("utf-8", "replace")',
+        'text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("UTF-8", "replace")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_rocm",
+        "early_start_files",
+        "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))",
+        "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:3]))",
+        "run_before_ours reads only the version's first two numbers.",
+    ),
+    Equivalent(
+        "_rocm",
+        "run_before_ours",
+        "if tuple(version[:2]) < PEP_829_PYTHON:",
+        "if tuple(version[:3]) < PEP_829_PYTHON:",
+        "A third number makes a version greater only where its first two equal"
+        " (3, 15), which is not less either way: the same answer for every"
+        " version.",
+    ),
+    Equivalent(
         "_evaluation.answer",
         "settings_from_json",
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',

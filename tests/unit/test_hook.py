@@ -185,6 +185,8 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         ("abcdef", "", 3, "..."),
         ("abcdef", "", 2, "..."),
         ("a\nb\x1b[31mc", "d\te", 80, "a\\nb\\x1b[31mc; d\\te"),  # was a?b?
+        # a byte of a name that is not UTF-8 (os.fsdecode's) as that byte
+        ("\udc7f\udc80\udcff\udd00", "", 80, "\\udc7f\\x80\\xff\\udd00"),
     ],
 )  # fmt: skip
 def test_a_line_is_cut_in_the_middle_of_its_cause(
@@ -549,6 +551,22 @@ def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
     assert not _rocm.hip_started()
 
 
+def test_hip_started_passes_over_a_descriptor_closed_since_the_listing(
+    device: Path,
+) -> None:
+    """The listing's own descriptor is in the listing, closed by the time it
+    is looked at: the descriptors after it are looked at all the same."""
+    from rocm_hwq_autoset import _rocm
+
+    gap = os.open(os.devnull, os.O_RDONLY)
+    fd = os.open(device, os.O_RDONLY)  # above the gap, where the listing's goes
+    os.close(gap)
+    try:
+        assert _rocm.hip_started()
+    finally:
+        os.close(fd)
+
+
 # The streams PR #4032's model leaves out (issue #31, item 2): named in verbose
 # mode, one line each after the value's, with the verify command that settles
 # it; the default line is the same as ever.
@@ -663,6 +681,41 @@ def test_a_line_that_cannot_be_written_leaves_nothing_pending() -> None:
     stream for Python to fail on at exit (the training exited 120, not 0:
     issue #36)."""
     with io.TextIOWrapper(open("/dev/full", "wb"), line_buffering=True) as stream:
+        write_line(stream, "rocm-hwq-autoset: a line\n")
+        stream.flush()  # what Python does at exit: nothing left to fail
+
+
+@pytest.mark.parametrize(
+    ("encoding", "written"), [("ascii", b"\\xe9"), (None, "é".encode())]
+)
+def test_a_character_the_stream_cannot_encode_is_escaped(
+    encoding: str | None, written: bytes
+) -> None:
+    """Said in the stream's encoding, a character it has none for escaped
+    (never the line lost); a stream that names none gets UTF-8."""
+
+    class Stream(io.RawIOBase):
+        def __init__(self, fd: int) -> None:
+            self.fd, self.encoding = fd, encoding
+
+        def fileno(self) -> int:
+            return self.fd
+
+    read, write = os.pipe()
+    with open(write, "wb") as raw:
+        write_line(Stream(raw.fileno()), "é\n")
+    with open(read, "rb") as pipe:
+        assert pipe.read() == written + b"\n"
+
+
+@pytest.mark.forked
+def test_a_line_on_descriptor_0_leaves_nothing_pending() -> None:
+    """A stream on descriptor 0 (stdin closed, stderr opened there) is a
+    descriptor like any: the line goes straight to it, and a full disk
+    leaves nothing for Python to fail on at exit."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, 0)
+    with io.TextIOWrapper(open(0, "wb", closefd=False), line_buffering=True) as stream:
         write_line(stream, "rocm-hwq-autoset: a line\n")
         stream.flush()  # what Python does at exit: nothing left to fail
 
