@@ -202,7 +202,7 @@ HIP_TABLE = [
     ("+8", 8, True), ("\t\n8", 8, True), ("1", 1, True),
     ("abc", 0, False), ("0", 0, False), ("-1", -1, False), ("", 0, False),
     (" ", 0, False), ("- 8", 0, False), ("0x8", 0, False), ("\u00a08", 0, False),
-    ("٨", 0, False),
+    ("٨", 0, False), ("X8", 0, False),
 ]  # fmt: skip
 
 

@@ -182,6 +182,10 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         # More, to begin at a sentence, while the start keeps a quarter.
         ("Bad value x. Set --flag to fix it.", "", 30,
          "Bad va...Set --flag to fix it."),
+        # ... a quarter exactly, not one more; a sentence right after one
+        ("Bad value x. Set --flags to fix it.", "", 30,
+         "Bad value...--flags to fix it."),
+        ("The value is bad. . Fix it at once.", "", 23, "The v...Fix it at once."),
         ("abcdef", "", 3, "..."),
         ("abcdef", "", 2, "..."),
         ("a\nb\x1b[31mc", "d\te", 80, "a\\nb\\x1b[31mc; d\\te"),  # was a?b?
@@ -537,6 +541,19 @@ def test_a_value_hip_read_at_its_start_is_in_time(
     _hook.apply(outcome, quiet=True)
     assert os.environ["GPU_MAX_HW_QUEUES"] == (before or "4")
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.forked
+def test_an_outcome_without_a_value_is_never_late(
+    device: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing set, after HIP started: the outcome's own line, no more."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET_LOG", raising=False)
+    os.open(device, os.O_RDWR)
+    _hook.apply(_decision.Outcome("warning", "x", "GPU_MAX_HW_QUEUES left unset"))
+    err = capsys.readouterr().err
+    assert [said(line + "\n")[0] for line in err.splitlines()] == ["warning"]
 
 
 def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
