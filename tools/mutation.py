@@ -216,6 +216,14 @@ EQUIVALENT: list[Equivalent] = [
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
+        "_config",
+        "_walk",
+        'known = JOB_CONFIG.get(path, "")',
+        'known = JOB_CONFIG.get(path, "XXXX")',
+        "Neither holds a blank, so neither holds a name between blanks: a"
+        " table JOB_CONFIG does not have knows no key either way.",
+    ),
+    Equivalent(
         "_hook",
         "write_line",
         "fd = -1",

@@ -405,6 +405,23 @@ def test_a_custom_config_module_may_add_fields() -> None:
         assert (rec.queues, rec.unknown) == (4, ())
 
 
+def test_an_unknown_flag_is_named_without_a_config_file() -> None:
+    """torchtitan's defaults and the flags: an unknown flag is said all the same."""
+    rec = recommend(None, argv=["--parallelism.bar", "2"])
+    assert [exc.source for exc in rec.unknown] == ["--parallelism.bar"]
+
+
+def test_a_table_on_a_fields_path_that_is_no_table_is_named_to_its_end() -> None:
+    """``compile = 1`` with every other field given on the command
+    line: the first path read through it is the graph trainer's
+    ``compile.ep_overlap.enabled``; the error names ``compile``, the value that
+    is no table."""
+    flags = {k: FIELDS[k][1] for k in FIELDS if k.count(".") == 1}
+    with pytest.raises(ConfigError) as raised:
+        merge({"compile": 1}, flags, "job.toml")
+    assert raised.value.source == "job.toml: compile"
+
+
 # Unknown keys: torchtitan 0.2.2 refuses them; its releases differ in their
 # fields, so each is said and Q is still read from the fields the model reads.
 
@@ -424,6 +441,8 @@ def test_a_custom_config_module_may_add_fields() -> None:
          []),
         (b"[compile.ep_overlap]\nenabled = true\nother = 1",
          ["compile.ep_overlap.other"]),
+        # ... and the keys after a table of ours alone
+        (b"[compile]\nep_overlap = { enabled = true }\nbogus = 1", ["compile.bogus"]),
         # An unknown table is named alone, not its keys; a field's table value
         # is the field's value (torchtitan's reader passes it on).
         (b"[parallelism.foo]\na = 1\nb = 2", ["parallelism.foo"]),
