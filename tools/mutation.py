@@ -224,6 +224,21 @@ EQUIVALENT: list[Equivalent] = [
         " table JOB_CONFIG does not have knows no key either way.",
     ),
     Equivalent(
+        "_config",
+        "is_torchtitans",
+        'return _holds(JOB_CONFIG.get(table, ""), key)',
+        'return _holds(JOB_CONFIG.get(table, "XXXX"), key)',
+        "As above: a table JOB_CONFIG does not have holds no name either way.",
+    ),
+    Equivalent(
+        "_config",
+        "_derive_shorthands",
+        'section, _, name = ours.rpartition(".")',
+        'section, _, name = ours.partition(".")',
+        "They differ only for a field with two dots (compile.ep_overlap.enabled),"
+        " which is no parallel degree: skipped either way.",
+    ),
+    Equivalent(
         "_hook",
         "write_line",
         "fd = -1",

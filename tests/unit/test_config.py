@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset import ConfigError, _config, recommend
 from rocm_hwq_autoset._config import (
     FIELDS,
     JOB_CONFIG,
@@ -27,6 +27,7 @@ from rocm_hwq_autoset._config import (
     merge,
     near_miss,
     parse_toml,
+    shorthands,
     unknown_keys,
 )
 from rocm_hwq_autoset._evaluation.answer import (
@@ -390,6 +391,29 @@ def test_a_near_miss_is_refused_with_what_it_means(
         unknown_keys(parse_toml(text), "job.toml")
     assert caught.value.source == f"job.toml: {source}"
     assert caught.value.reason.endswith(f"did you mean {meant}?")
+
+
+#: Each parallel degree of ours by the shorthands a hand types for it.
+SHORTHANDS = {
+    f"parallelism.{short}{end}": f"parallelism.{field}"
+    for short, field in [
+        ("dp_shard", "data_parallel_shard_degree"),
+        ("dp_replicate", "data_parallel_replicate_degree"),
+        ("tp", "tensor_parallel_degree"), ("cp", "context_parallel_degree"),
+        ("pp", "pipeline_parallel_degree"), ("ep", "expert_parallel_degree"),
+    ]
+    for end in ("", "_degree")
+}  # fmt: skip
+
+
+def test_the_shorthands_are_derived_from_the_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Derived on first use, in a process that has not derived them yet (a
+    mutation run's forks come from one that has)."""
+    monkeypatch.setattr(_config, "_shorthands", {})
+    assert shorthands() == SHORTHANDS
+    assert shorthands() == SHORTHANDS  # kept, and given as a copy
 
 
 def test_a_custom_config_module_may_add_fields() -> None:
