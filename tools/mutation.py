@@ -239,6 +239,14 @@ EQUIVALENT: list[Equivalent] = [
         " which is no parallel degree: skipped either way.",
     ),
     Equivalent(
+        "_decision",
+        "fit",
+        "text = cut_middle(text, max(room, 0))",
+        "text = cut_middle(text, max(room, 1))",
+        "cut_middle keeps max(room - 3, 0) characters of the text: none for a"
+        " room of 0 or of 1 alike, so '...' either way.",
+    ),
+    Equivalent(
         "_hook",
         "write_line",
         "fd = -1",

@@ -191,6 +191,7 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         ("a\nb\x1b[31mc", "d\te", 80, "a\\nb\\x1b[31mc; d\\te"),  # was a?b?
         # a byte of a name that is not UTF-8 (os.fsdecode's) as that byte
         ("\udc7f\udc80\udcff\udd00", "", 80, "\\udc7f\\x80\\xff\\udd00"),
+        ("a\\b\n", "", 80, "a\\b\\n"),  # a printable backslash as it is
     ],
 )  # fmt: skip
 def test_a_line_is_cut_in_the_middle_of_its_cause(
