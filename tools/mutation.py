@@ -239,6 +239,47 @@ EQUIVALENT: list[Equivalent] = [
         " which is no parallel degree: skipped either way.",
     ),
     Equivalent(
+        "_config",
+        "_derive_shorthands",
+        'short += "".join(f"_{w}" for w in words[at + 1 : -1])',
+        'short += "XXXX".join(f"_{w}" for w in words[at + 1 : -1])',
+        "No degree of ours has two words between 'parallel' and 'degree'"
+        " (data_parallel_shard_degree: one): nothing is joined.",
+    ),
+    Equivalent(
+        "_config",
+        "_derive_shorthands",
+        "shared.add(each)",
+        "shared.add(None)",
+        "No two of today's degrees share a shorthand (dp_shard, dp_replicate:"
+        " each its own), so none is ever shared; the rule is kept for a field"
+        " to come.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        'unknown = unknown_inputs(launch.args, toml, path or "")',
+        'unknown = unknown_inputs(launch.args, toml, path or "XXXX")',
+        "The place names a config's keys; without a config file (path None)"
+        " there are none to name.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        'settings = merge(toml, overrides, path or "")',
+        'settings = merge(toml, overrides, path or "XXXX")',
+        "Without a config file every value is a default (each in range) or a"
+        " flag's, which an error names by its flag: the place is never named.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        "inputs = read_inputs(settings, toolkit_passes=launch.form.toolkit_passes)",
+        "inputs = read_inputs(settings, )",
+        "Only a TOML launch reaches this line (a --module one returned above),"
+        " and its form's toolkit_passes is True, read_inputs' default.",
+    ),
+    Equivalent(
         "_decision",
         "fit",
         "text = cut_middle(text, max(room, 0))",

@@ -475,3 +475,17 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
         "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
         "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(RESULT.inputs),
     }
+
+
+def test_a_toml_launch_reads_the_toolkits_cudagraph_pass(
+    tmp_path: Path, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The TOML era's compiler_toolkit: ``"cudagraph"`` in ``compile.passes``
+    turns cudagraph on, a fifth lane beside TP's."""
+    job = tmp_path / "job.toml"
+    job.write_text(
+        '[parallelism]\ntensor_parallel_degree = 2\n[compile]\npasses = ["cudagraph"]\n'
+    )
+    env: dict[str, str] = {}
+    run(env, ["--job.config_file", str(job)], rocm_path, capsys)
+    assert env["GPU_MAX_HW_QUEUES"] == "8"
