@@ -347,6 +347,14 @@ EQUIVALENT: list[Equivalent] = [
         "An error names the field alone when the place is '' or None alike"
         " (_config._named tests it for truth).",
     ),
+    Equivalent(
+        "_api",
+        "recommend",
+        'unknown = unknown_inputs(argv, config, "")',
+        "unknown = unknown_inputs(argv, config, None)",
+        "The place is only tested for truth (_config._named, unknown_inputs),"
+        " and None is as false as ''.",
+    ),
     # The node's reader (status).
     Equivalent(
         "_node",

@@ -616,6 +616,9 @@ def test_objects_of_each_era() -> None:
     assert rec.settings["parallelism.tensor_parallel_degree"] == Setting(2, "config")
     assert recommend(ns(compile=ns(enable_passes=True))).inputs.cudagraph
     assert recommend(ns(parallelism=ns(tensor_parallel_degree=4))).inputs.tp == 4
+    # torchtitan 0.3.0's compile.passes is not the toolkit's: cudagraph stays off.
+    rec = recommend(ns(compile=ns(passes=["cudagraph"])))
+    assert (rec.inputs.cudagraph, rec.unknown) == (False, ())
 
 
 @pytest.mark.parametrize(
