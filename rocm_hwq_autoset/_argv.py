@@ -22,11 +22,10 @@ import sys
 from ._config import (
     CUSTOM_CONFIG_MODULE,
     FIELDS,
-    TORCHTITAN_RELEASE,
     ConfigError,
     custom_module,
     is_torchtitans,
-    near_miss,
+    never_a_typo,
     unknown_keys,
 )
 from ._environ import MODULE_FORM, NAME, TOML_FORM
@@ -556,10 +555,15 @@ def suggest_flag(flag: str) -> str | None:
     if not flag.startswith("--") or "." not in name:
         return None
     section, _, rest = name.rpartition(".")
-    if rest.startswith("no_"):
-        positive = near_miss(f"{section}.{rest[3:]}")
-        if positive is not None and FIELDS[positive][0] == "bool":
-            return f"--{_negation(positive)}"
+    positive = f"{section}.{rest[3:]}" if rest.startswith("no_") else name
+    if never_a_typo(name) and never_a_typo(positive):
+        return None  # no search: ours, or torchtitan's (a TOML launch's flags)
+    from ._unknown import near_miss
+
+    if positive != name:
+        meant = near_miss(positive)
+        if meant is not None and FIELDS[meant][0] == "bool":
+            return f"--{_negation(meant)}"
     meant = near_miss(name)
     return None if meant is None else f"--{meant}"
 
@@ -637,25 +641,15 @@ def unknown_inputs(
     """What torchtitan 0.2.2 refuses in a TOML launch that the model does not
     read: one ``ConfigError``, not raised, for the command line's unknown flags
     (:func:`unknown_flags`) and one for the config's unknown keys
-    (``_config.unknown_keys``, read from ``where``), each naming them all;
-    none where a module adds fields (``job.custom_config_module``, the
-    command line's first, as torchtitan reads it). ``ConfigError`` raised for
-    a key a typo away from a field the model reads."""
-    if custom_config_module(args) or custom_module(config):
-        return ()
+    (``_config.unknown_keys``, read from ``where``), each naming them all
+    (``_unknown.refusals``, imported only then); none where a module adds
+    fields (``job.custom_config_module``, the command line's first, as
+    torchtitan reads it). ``ConfigError`` raised for a key a typo away from a
+    field the model reads."""
     flags = unknown_flags(args)
-    keys = unknown_keys(config, where)
-    if not flags and not keys:
+    keys = unknown_keys(config)
+    if not (flags or keys) or custom_config_module(args) or custom_module(config):
         return ()
-    release = (
-        f"torchtitan {TORCHTITAN_RELEASE}'s job config (the TOML era's last"
-        " release), which refuses the job for it"
-    )
-    found = []
-    if flags:
-        found.append(ConfigError(f"no such option in {release}", ", ".join(flags)))
-    if keys:
-        named = ", ".join(keys)
-        found.append(ConfigError(f"no such field in {release}",
-                                 f"{where}: {named}" if where else named))  # fmt: skip
-    return tuple(found)
+    from ._unknown import refusals  # only where a name is unknown
+
+    return refusals(flags, keys, where)
