@@ -43,8 +43,9 @@ LAYERS = {
     "_argv": 2,
     # the decision as a value (and its one line), the public API
     "_decision": 3, "_api": 3,
-    # a node's view: its processes, their values and queues, read from outside
-    "_node": 4,
+    # a node's view: its processes, their values and queues, read from outside;
+    # what ran before the hook (a value put after HIP started, said)
+    "_node": 4, "_early": 4,
     # the --module wing, one band: what an evaluation read, its answer, one
     # child's process, the process starts a launcher makes, torchtitan's
     # registry, the waiting lines; the cache; the child's side and the
