@@ -112,27 +112,28 @@ def is_own_command(kind: str, name: str) -> bool:
 
 #: torchrun's options that take no value (``torch.distributed.run``'s parser in
 #: torch 2.13; ``--use-env`` is ``torch.distributed.launch``'s). Every other
-#: option takes one, as every other one of torchrun's does.
-TORCHRUN_FLAGS = frozenset({
-    "-h", "--help", "--standalone", "-m", "--module", "--no-python", "--no_python",
-    "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank",
-    "--use-env", "--use_env",
-})  # fmt: skip
+#: option takes one, as every other one of torchrun's does. Like
+#: :data:`TORCHRUN_OPTIONS`, each between blanks in one string: a constant,
+#: which costs a start-up nothing to build (a frozenset and a tuple of the
+#: same names cost every TOML launch 36 k instructions to import, issue #39).
+TORCHRUN_FLAGS = (
+    " -h --help --standalone -m --module --no-python --no_python --run-path"
+    " --run_path --virtual-local-rank --virtual_local_rank --use-env --use_env "
+)
 #: torchrun's options that take a value, for argparse's abbreviations.
 TORCHRUN_OPTIONS = (
-    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--rdzv-backend",
-    "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id",
-    "--rdzv-conf", "--rdzv_conf", "--max-restarts", "--max_restarts",
-    "--monitor-interval", "--monitor_interval", "--start-method", "--start_method",
-    "--event-log-handler", "--event_log_handler", "--role", "--log-dir", "--log_dir",
-    "-r", "--redirects", "-t", "--tee", "--local-ranks-filter", "--local_ranks_filter",
-    "--duplicate-stdout-filters", "--duplicate_stdout_filters",
-    "--duplicate-stderr-filters", "--duplicate_stderr_filters", "--node-rank",
-    "--node_rank", "--master-addr", "--master_addr", "--master-port",
-    "--master_port", "--local-addr", "--local_addr", "--logs-specs", "--logs_specs",
-    "--numa-binding", "--numa_binding", "--signals-to-handle", "--signals_to_handle",
-    "--shutdown-timeout", "--shutdown_timeout",
-)  # fmt: skip
+    " --nnodes --nproc-per-node --nproc_per_node --rdzv-backend --rdzv_backend"
+    " --rdzv-endpoint --rdzv_endpoint --rdzv-id --rdzv_id --rdzv-conf --rdzv_conf"
+    " --max-restarts --max_restarts --monitor-interval --monitor_interval"
+    " --start-method --start_method --event-log-handler --event_log_handler"
+    " --role --log-dir --log_dir -r --redirects -t --tee --local-ranks-filter"
+    " --local_ranks_filter --duplicate-stdout-filters --duplicate_stdout_filters"
+    " --duplicate-stderr-filters --duplicate_stderr_filters --node-rank"
+    " --node_rank --master-addr --master_addr --master-port --master_port"
+    " --local-addr --local_addr --logs-specs --logs_specs --numa-binding"
+    " --numa_binding --signals-to-handle --signals_to_handle --shutdown-timeout"
+    " --shutdown_timeout "
+)
 _MODULE_FLAGS = ("-m", "--module")
 _NO_PYTHON_FLAGS = ("--no-python", "--no_python")
 
@@ -161,7 +162,7 @@ def torchrun_program(args: Sequence[str]) -> tuple[str, str, list[str]] | None:
         if option is None or option in ("-h", "--help"):
             return None
         attached = eq or (not arg.startswith("--") and len(arg) > 2)
-        if option in TORCHRUN_FLAGS:
+        if f" {option} " in TORCHRUN_FLAGS:  # option is one whole name
             if attached:  # "-mX", "--standalone=1": not what torchrun takes
                 return None
             module = module or option in _MODULE_FLAGS
@@ -177,7 +178,7 @@ def _torchrun_option(name: str) -> str | None:
     """The option ``name`` stands for: itself, or the one option string it
     abbreviates (argparse's ``allow_abbrev``; Python 3.11's argparse calls
     ``--nproc`` ambiguous, as it matches two spellings); None if none."""
-    known = (*TORCHRUN_FLAGS, *TORCHRUN_OPTIONS)
+    known = (TORCHRUN_FLAGS + TORCHRUN_OPTIONS).split()
     if name in known:
         return name
     if not name.startswith("--"):
