@@ -265,6 +265,8 @@ def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
     more than 256 dots is refused; 256 are parsed."""
     at_limit = b".".join([b"k"] * 257) + b" = 1\n"  # 256 dots
     assert parse_toml(at_limit)["k"]["k"]["k"]
+    # A line's dots, not the file's: two lines at the limit are parsed.
+    assert parse_toml(at_limit + at_limit.replace(b"k", b"j"))["j"]["j"]["j"]
     with pytest.raises(ConfigError, match="more than 256 dots; not a job config"):
         parse_toml(b".".join([b"k"] * 30_000) + b" = 1\n")  # 15 s in tomllib alone
 
