@@ -115,7 +115,7 @@ def is_own_command(kind: str, name: str) -> bool:
 #: option takes one, as every other one of torchrun's does. Like
 #: :data:`TORCHRUN_OPTIONS`, each between blanks in one string: a constant,
 #: which costs a start-up nothing to build (a frozenset and a tuple of the
-#: same names cost every TOML launch 36 k instructions to import, issue #39).
+#: same names cost every TOML launch 31 k instructions to import, issue #39).
 TORCHRUN_FLAGS = (
     " -h --help --standalone -m --module --no-python --no_python --run-path"
     " --run_path --virtual-local-rank --virtual_local_rank --use-env --use_env "

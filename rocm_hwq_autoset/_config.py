@@ -337,9 +337,10 @@ def custom_module(config: Mapping[str, Any] | None) -> bool:
 def unknown_keys(config: Mapping[str, Any] | None) -> list[str]:
     """The keys of a parsed TOML job config that no field of
     :data:`JOB_CONFIG` nor of ours has, as dotted paths, in the file's order
-    (an unknown table by its own path: its keys are not looked at). One a typo
-    away from a field the model reads is :func:`refuse_typo`'s to refuse; the
-    caller does neither where a module adds fields (:func:`custom_module`)."""
+    (an unknown table by its own path: its keys are not looked at). Each is
+    said, or refused as a typo of a field the model reads, by
+    ``_unknown.refusals``; by neither where a module adds fields
+    (:func:`custom_module`)."""
     unknown: list[str] = []
     if config is not None:
         _walk(config, "", unknown)
