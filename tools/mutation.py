@@ -231,7 +231,7 @@ EQUIVALENT: list[Equivalent] = [
         "As above: a table JOB_CONFIG does not have holds no name either way.",
     ),
     Equivalent(
-        "_config",
+        "_unknown",
         "_derive_shorthands",
         'section, _, name = ours.rpartition(".")',
         'section, _, name = ours.partition(".")',
@@ -239,7 +239,7 @@ EQUIVALENT: list[Equivalent] = [
         " which is no parallel degree: skipped either way.",
     ),
     Equivalent(
-        "_config",
+        "_unknown",
         "_derive_shorthands",
         'short += "".join(f"_{w}" for w in words[at + 1 : -1])',
         'short += "XXXX".join(f"_{w}" for w in words[at + 1 : -1])',
@@ -247,7 +247,7 @@ EQUIVALENT: list[Equivalent] = [
         " (data_parallel_shard_degree: one): nothing is joined.",
     ),
     Equivalent(
-        "_config",
+        "_unknown",
         "_derive_shorthands",
         "shared.add(each)",
         "shared.add(None)",
@@ -317,21 +317,21 @@ EQUIVALENT: list[Equivalent] = [
         "As above: fit's default limit (MAX_LINE) cuts none of them either.",
     ),
     Equivalent(
-        "_rocm",
+        "_early",
         "_lines",
-        'text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("utf-8", "replace")',
-        'text = read_small_file(path, MAX_VERSION_PY_BYTES).decode("UTF-8", "replace")',
+        'text = read_small_file(path, MAX_START_FILE_BYTES).decode("utf-8", "replace")',
+        'text = read_small_file(path, MAX_START_FILE_BYTES).decode("UTF-8", "replace")',
         "Codec names are case-insensitive.",
     ),
     Equivalent(
-        "_rocm",
+        "_early",
         "early_start_files",
         "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))",
         "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:3]))",
         "run_before_ours reads only the version's first two numbers.",
     ),
     Equivalent(
-        "_rocm",
+        "_early",
         "run_before_ours",
         "if tuple(version[:2]) < PEP_829_PYTHON:",
         "if tuple(version[:3]) < PEP_829_PYTHON:",
@@ -345,14 +345,14 @@ EQUIVALENT: list[Equivalent] = [
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
         "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
         "An error names the field alone when the place is '' or None alike"
-        " (_config._named tests it for truth).",
+        " (_config.source_in tests it for truth).",
     ),
     Equivalent(
         "_api",
         "recommend",
         'unknown = unknown_inputs(argv, config, "")',
         "unknown = unknown_inputs(argv, config, None)",
-        "The place is only tested for truth (_config._named, unknown_inputs),"
+        "The place is only tested for truth (_config.source_in, unknown_inputs),"
         " and None is as false as ''.",
     ),
     # The node's reader (status).

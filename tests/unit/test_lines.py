@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook, recommend
+from rocm_hwq_autoset import ConfigError, _decision, _early, _environ, _hook, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import DETAIL, Outcome
 from rocm_hwq_autoset._evaluation import lines
@@ -116,11 +116,11 @@ def test_every_line_of_the_hook(
                              MODULE_ARGS, "torchtitan.train"))),
         ("an internal error", _line(internal_error)),
         ("HIP started before Q=8, two .pth files ran first",
-         _line(_decision.too_late(set_eight, during="at interpreter start",
-                                  early=["/site/aaa_gpu_probe.pth",
-                                         "/site/aab_probe.pth"]))),
+         _line(_early.too_late(set_eight, during="at interpreter start",
+                               early=["/site/aaa_gpu_probe.pth",
+                                      "/site/aab_probe.pth"]))),
         ("HIP started before Q=8, no start-up file ran first",
-         _line(_decision.too_late(set_eight, during="at interpreter start"))),
+         _line(_early.too_late(set_eight, during="at interpreter start"))),
         ("a detail: the cache folder /c of mode 777",
          _line(Outcome(DETAIL, "cache: /c: writable by its group or others;"
                        " not used", "evaluating without it"))),
