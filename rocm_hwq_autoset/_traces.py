@@ -182,8 +182,7 @@ def open_trace(path: str) -> IO[bytes]:
         raw = open(path, "rb")  # noqa: SIM115 - handed to the caller
     except OSError as exc:
         raise TraceError(exc.strerror or type(exc).__name__) from None
-    head = raw.read(6)
-    raw.seek(0)
+    head = raw.peek(6)[:6]  # not read: a pipe (verify <(zcat T)) cannot seek back
     if head.startswith(GZIP_MAGIC):
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     for magic, (kind, unpack) in COMPRESSED.items():

@@ -216,12 +216,144 @@ EQUIVALENT: list[Equivalent] = [
         "Unset reads as '' or 'XXXX': neither names a form, so no marker.",
     ),
     Equivalent(
+        "_config",
+        "_walk",
+        'known = JOB_CONFIG.get(path, "")',
+        'known = JOB_CONFIG.get(path, "XXXX")',
+        "Neither holds a blank, so neither holds a name between blanks: a"
+        " table JOB_CONFIG does not have knows no key either way.",
+    ),
+    Equivalent(
+        "_config",
+        "is_torchtitans",
+        'return _holds(JOB_CONFIG.get(table, ""), key)',
+        'return _holds(JOB_CONFIG.get(table, "XXXX"), key)',
+        "As above: a table JOB_CONFIG does not have holds no name either way.",
+    ),
+    Equivalent(
+        "_unknown",
+        "_derive_shorthands",
+        'section, _, name = ours.rpartition(".")',
+        'section, _, name = ours.partition(".")',
+        "They differ only for a field with two dots (compile.ep_overlap.enabled),"
+        " which is no parallel degree: skipped either way.",
+    ),
+    Equivalent(
+        "_unknown",
+        "_derive_shorthands",
+        'short += "".join(f"_{w}" for w in words[at + 1 : -1])',
+        'short += "XXXX".join(f"_{w}" for w in words[at + 1 : -1])',
+        "No degree of ours has two words between 'parallel' and 'degree'"
+        " (data_parallel_shard_degree: one): nothing is joined.",
+    ),
+    Equivalent(
+        "_unknown",
+        "_derive_shorthands",
+        "shared.add(each)",
+        "shared.add(None)",
+        "No two of today's degrees share a shorthand (dp_shard, dp_replicate:"
+        " each its own), so none is ever shared; the rule is kept for a field"
+        " to come.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        'unknown = unknown_inputs(launch.args, toml, path or "")',
+        'unknown = unknown_inputs(launch.args, toml, path or "XXXX")',
+        "The place names a config's keys; without a config file (path None)"
+        " there are none to name.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        'settings = merge(toml, overrides, path or "")',
+        'settings = merge(toml, overrides, path or "XXXX")',
+        "Without a config file every value is a default (each in range) or a"
+        " flag's, which an error names by its flag: the place is never named.",
+    ),
+    Equivalent(
+        "_decision",
+        "recommend_launch",
+        "inputs = read_inputs(settings, toolkit_passes=launch.form.toolkit_passes)",
+        "inputs = read_inputs(settings, )",
+        "Only a TOML launch reaches this line (a --module one returned above),"
+        " and its form's toolkit_passes is True, read_inputs' default.",
+    ),
+    Equivalent(
+        "_decision",
+        "fit",
+        "text = cut_middle(text, max(room, 0))",
+        "text = cut_middle(text, max(room, 1))",
+        "cut_middle keeps max(room - 3, 0) characters of the text: none for a"
+        " room of 0 or of 1 alike, so '...' either way.",
+    ),
+    Equivalent(
+        "_hook",
+        "write_line",
+        "fd = -1",
+        "fd = -2",
+        "Any negative number stands for no descriptor: only fd < 0 reads it.",
+    ),
+    Equivalent(
+        "_hook",
+        "write_line",
+        'data = text.encode(stream.encoding or "utf-8", "backslashreplace")',
+        'data = text.encode(stream.encoding or "UTF-8", "backslashreplace")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_decision",
+        "left_out_lines",
+        "MAX_LINE - len(PREFIX),",
+        "MAX_LINE + len(PREFIX),",
+        "The lines are made of constants (LEFT_OUT's texts, a one-digit Q):"
+        " the longest is 334 characters, under either limit, so none is cut.",
+    ),
+    Equivalent(
+        "_decision",
+        "left_out_lines",
+        "MAX_LINE - len(PREFIX),",
+        ")",
+        "As above: fit's default limit (MAX_LINE) cuts none of them either.",
+    ),
+    Equivalent(
+        "_early",
+        "_lines",
+        'text = read_small_file(path, MAX_START_FILE_BYTES).decode("utf-8", "replace")',
+        'text = read_small_file(path, MAX_START_FILE_BYTES).decode("UTF-8", "replace")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_early",
+        "early_start_files",
+        "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:2]))",
+        "return run_before_ours(site_dirs(), version or tuple(sys.version_info[:3]))",
+        "run_before_ours reads only the version's first two numbers.",
+    ),
+    Equivalent(
+        "_early",
+        "run_before_ours",
+        "if tuple(version[:2]) < PEP_829_PYTHON:",
+        "if tuple(version[:3]) < PEP_829_PYTHON:",
+        "A third number makes a version greater only where its first two equal"
+        " (3, 15), which is not less either way: the same answer for every"
+        " version.",
+    ),
+    Equivalent(
         "_evaluation.answer",
         "settings_from_json",
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
         "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
         "An error names the field alone when the place is '' or None alike"
         " (_config.source_in tests it for truth).",
+    ),
+    Equivalent(
+        "_api",
+        "recommend",
+        'unknown = unknown_inputs(argv, config, "")',
+        "unknown = unknown_inputs(argv, config, None)",
+        "The place is only tested for truth (_config.source_in, unknown_inputs),"
+        " and None is as false as ''.",
     ),
     # The node's reader (status).
     Equivalent(

@@ -15,6 +15,7 @@ import os
 import random
 import re
 import shlex
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -457,6 +458,26 @@ def test_json_without_gpu_activity_is_said(
     assert code == 2 and json.loads(out)["traces"] == [
         {"path": str(path), "error": f"{path}: {said}", "ok": False}
     ]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_trace_from_a_pipe(tmp_path: Path, gz: bool) -> None:
+    """``verify <(zcat T)``: a pipe, which cannot seek back to its start (was:
+    a traceback)."""
+    path = write_trace(tmp_path / "t.json.gz", profiler_trace(), gz=gz)
+    read, write = os.pipe()
+    writer = threading.Thread(target=_write_and_close, args=(write, Path(path)))
+    writer.start()
+    try:
+        assert count_streams(f"/dev/fd/{read}") == TRACE_POOLS
+    finally:
+        writer.join()
+        os.close(read)
+
+
+def _write_and_close(fd: int, path: Path) -> None:
+    with open(fd, "wb") as pipe:
+        pipe.write(path.read_bytes())
 
 
 def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:

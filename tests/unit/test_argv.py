@@ -484,3 +484,13 @@ def test_unknown_inputs_are_one_group_per_input() -> None:
         job = {"job": {"custom_config_module": "m"}} if not module else {}
         args = [*module, "--parallelism.baz"]
         assert unknown_inputs(args, {**config, **job}, "") == ()
+
+
+def test_a_list_flag_is_not_refused_for_a_second_token() -> None:
+    """A list field's flag may be followed by more tokens (tyro takes several
+    for a list); a one-value field's is refused for it."""
+    found = cli_overrides(["--compile.disable_passes", "a", "b"])
+    assert found["compile.disable_passes"] == ("a",)
+    with pytest.raises(ConfigError) as raised:
+        cli_overrides(["--parallelism.tensor_parallel_degree", "2", "3"])
+    assert raised.value.source == "--parallelism.tensor_parallel_degree"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset import ConfigError, _unknown, recommend
 from rocm_hwq_autoset._argv import unknown_inputs
 from rocm_hwq_autoset._config import (
     FIELDS,
@@ -31,7 +31,7 @@ from rocm_hwq_autoset._evaluation.answer import (
     settings_from_json,
     settings_to_json,
 )
-from rocm_hwq_autoset._unknown import MAX_EDITS, edits_within, near_miss
+from rocm_hwq_autoset._unknown import MAX_EDITS, edits_within, near_miss, shorthands
 
 from ..helpers import check_lines
 
@@ -393,6 +393,29 @@ def test_a_near_miss_is_refused_with_what_it_means(
     assert caught.value.reason.endswith(f"did you mean {meant}?")
 
 
+#: Each parallel degree of ours by the shorthands a hand types for it.
+SHORTHANDS = {
+    f"parallelism.{short}{end}": f"parallelism.{field}"
+    for short, field in [
+        ("dp_shard", "data_parallel_shard_degree"),
+        ("dp_replicate", "data_parallel_replicate_degree"),
+        ("tp", "tensor_parallel_degree"), ("cp", "context_parallel_degree"),
+        ("pp", "pipeline_parallel_degree"), ("ep", "expert_parallel_degree"),
+    ]
+    for end in ("", "_degree")
+}  # fmt: skip
+
+
+def test_the_shorthands_are_derived_from_the_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Derived on first use, in a process that has not derived them yet (a
+    mutation run's forks come from one that has)."""
+    monkeypatch.setattr(_unknown, "_shorthands", {})
+    assert shorthands() == SHORTHANDS
+    assert shorthands() == SHORTHANDS  # kept, and given as a copy
+
+
 def test_a_custom_config_module_may_add_fields() -> None:
     text = (
         b"[job]\ncustom_config_module = 'x'\n[parallelism]\nexpert_paralel_degree = 2"
@@ -404,6 +427,23 @@ def test_a_custom_config_module_may_add_fields() -> None:
     for flag in (["--job.custom_config_module=x"], ["--job.custom-config-module", "x"]):
         rec = recommend(parse_toml(text.partition(b"\n")[2]), argv=flag)
         assert (rec.queues, rec.unknown) == (4, ())
+
+
+def test_an_unknown_flag_is_named_without_a_config_file() -> None:
+    """torchtitan's defaults and the flags: an unknown flag is said all the same."""
+    rec = recommend(None, argv=["--parallelism.bar", "2"])
+    assert [exc.source for exc in rec.unknown] == ["--parallelism.bar"]
+
+
+def test_a_table_on_a_fields_path_that_is_no_table_is_named_to_its_end() -> None:
+    """``compile = 1`` with every other field given on the command
+    line: the first path read through it is the graph trainer's
+    ``compile.ep_overlap.enabled``; the error names ``compile``, the value that
+    is no table."""
+    flags = {k: FIELDS[k][1] for k in FIELDS if k.count(".") == 1}
+    with pytest.raises(ConfigError) as raised:
+        merge({"compile": 1}, flags, "job.toml")
+    assert raised.value.source == "job.toml: compile"
 
 
 # Unknown keys: torchtitan 0.2.2 refuses them; its releases differ in their
@@ -425,6 +465,8 @@ def test_a_custom_config_module_may_add_fields() -> None:
          []),
         (b"[compile.ep_overlap]\nenabled = true\nother = 1",
          ["compile.ep_overlap.other"]),
+        # ... and the keys after a table of ours alone
+        (b"[compile]\nep_overlap = { enabled = true }\nbogus = 1", ["compile.bogus"]),
         # An unknown table is named alone, not its keys; a field's table value
         # is the field's value (torchtitan's reader passes it on).
         (b"[parallelism.foo]\na = 1\nb = 2", ["parallelism.foo"]),
@@ -574,6 +616,9 @@ def test_objects_of_each_era() -> None:
     assert rec.settings["parallelism.tensor_parallel_degree"] == Setting(2, "config")
     assert recommend(ns(compile=ns(enable_passes=True))).inputs.cudagraph
     assert recommend(ns(parallelism=ns(tensor_parallel_degree=4))).inputs.tp == 4
+    # torchtitan 0.3.0's compile.passes is not the toolkit's: cudagraph stays off.
+    rec = recommend(ns(compile=ns(passes=["cudagraph"])))
+    assert (rec.inputs.cudagraph, rec.unknown) == (False, ())
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,13 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
     named = _decision.conclude({}, outcome, ConfigError("no", "--config"))
     assert named.line({}) == unset_line("--module", ConfigError("no", "--config"))
     assert named.text.split()[0] == "--config:"
+    # A WORLD_SIZE torchtitan refuses, beside the evaluation's config.
+    refused = _decision.conclude({"WORLD_SIZE": "0"}, outcome, RESULT)
+    assert (refused.level, refused.queues) == ("warning", None)
+    assert (refused.text.split(":")[0], refused.marker) == (
+        "WORLD_SIZE",
+        "unset --module",
+    )
 
 
 @pytest.mark.parametrize(
@@ -321,6 +328,11 @@ def test_a_worker_of_a_module_launcher_recomputes_with_its_world_size() -> None:
     assert isinstance(said, Outcome) and said.level == "warning"
     assert said.message.startswith("ROCM_HWQ_AUTOSET_INPUTS: ")
     assert said.queues is None and said.tail.split()[0] == "GPU_MAX_HW_QUEUES=8"
+    # A WORLD_SIZE torchtitan refuses: named as itself, not as the inputs.
+    bad = dict(worker, WORLD_SIZE="x")
+    said = _hook.outcome_for(bad, args, orig, rocm=_no_rocm, read_toml=no_read)
+    assert isinstance(said, Outcome) and said.level == "warning"
+    assert said.text.split(":")[0] == "WORLD_SIZE" and said.queues is None
 
 
 @pytest.mark.forked
@@ -463,3 +475,17 @@ def test_a_launcher_whose_parent_set_the_same_value_hands_it_on() -> None:
         "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module",
         "ROCM_HWQ_AUTOSET_INPUTS": encode_inputs(RESULT.inputs),
     }
+
+
+def test_a_toml_launch_reads_the_toolkits_cudagraph_pass(
+    tmp_path: Path, rocm_path: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The TOML era's compiler_toolkit: ``"cudagraph"`` in ``compile.passes``
+    turns cudagraph on, a fifth lane beside TP's."""
+    job = tmp_path / "job.toml"
+    job.write_text(
+        '[parallelism]\ntensor_parallel_degree = 2\n[compile]\npasses = ["cudagraph"]\n'
+    )
+    env: dict[str, str] = {}
+    run(env, ["--job.config_file", str(job)], rocm_path, capsys)
+    assert env["GPU_MAX_HW_QUEUES"] == "8"

@@ -4,6 +4,7 @@ Python's order."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,36 @@ def test_what_site_runs_before_the_hook(
     assert shown(run_before_ours(folders, (3, 14))) == before_3_15
     assert shown(run_before_ours(folders, (3, 15))) == from_3_15
     assert shown(run_before_ours(folders, (3, 16, 0))) == from_3_15
+
+
+def test_start_up_files_read_as_site_reads_them(tmp_path: Path) -> None:
+    """A folder gone (the next ones are read), a ``.pth`` of paths only, an
+    import line with a tab, a name with dots (an editable install's), bytes
+    that are not UTF-8: as ``site`` reads them, on either side of 3.15."""
+    folders = lay_out(tmp_path, {"a": {
+        "__editable__.x-1.0.pth": "import x\n", "b.pth": "/opt/extra\n",
+        "c.pth": "import\tc\n", PTH: "import y\n",
+    }})  # fmt: skip
+    (tmp_path / "a" / "bytes.pth").write_bytes(b"# \xff\nimport z\n")
+    folders.insert(0, str(tmp_path / "gone"))
+    for version in ((3, 14), (3, 15)):
+        found = run_before_ours(folders, version) or []
+        assert [os.path.relpath(p, tmp_path) for p in found] == [
+            "a/__editable__.x-1.0.pth", "a/bytes.pth", "a/c.pth"
+        ], version  # fmt: skip
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="not in a venv")
+def test_the_venvs_site_folder_is_known_before_site_says_it_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Python 3.12 and older run a venv's ``.pth`` files before ``site``'s own
+    list of prefixes names the venv: at that moment, the venv's site folder on
+    ``sys.path`` is one all the same."""
+    import site
+
+    from rocm_hwq_autoset._early import site_dirs
+
+    ours = [p for p in site.getsitepackages() if p.startswith(sys.prefix)]
+    monkeypatch.setattr(site, "PREFIXES", [sys.base_prefix, sys.base_exec_prefix])
+    assert ours and set(ours) & set(site_dirs())

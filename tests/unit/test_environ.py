@@ -202,7 +202,7 @@ HIP_TABLE = [
     ("+8", 8, True), ("\t\n8", 8, True), ("1", 1, True),
     ("abc", 0, False), ("0", 0, False), ("-1", -1, False), ("", 0, False),
     (" ", 0, False), ("- 8", 0, False), ("0x8", 0, False), ("\u00a08", 0, False),
-    ("٨", 0, False),
+    ("٨", 0, False), ("X8", 0, False),
 ]  # fmt: skip
 
 
@@ -333,6 +333,9 @@ def test_ignore_priority(text: str | None, read: bool | None, plain: bool) -> No
           "ROCM_HWQ_AUTOSET_ORIGIN": "8 job.config_file"},
          "rocm-hwq-autoset", None, 8,
          "8, set by rocm-hwq-autoset (job.config_file)"),
+        # A failed launcher's marker, no value: nobody's, and no form.
+        ({"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}, "nobody", None, 4,
+         "unset (HIP's default: 4)"),
         # A marker for another value: the user changed it since.
         ({"GPU_MAX_HW_QUEUES": "4", "ROCM_HWQ_AUTOSET_ORIGIN": "8 --module"},
          "user", "4", 4, "4, set explicitly: it always wins"),
@@ -345,6 +348,8 @@ def test_queues_setting(
     setting = QueuesSetting(environ)
     assert (setting.who, setting.explicit, setting.queues) == (who, explicit, queues)
     assert setting.describe() == described
+    marked = environ.get("ROCM_HWQ_AUTOSET_ORIGIN", "").partition(" ")[2]
+    assert setting.form == (marked if who == "rocm-hwq-autoset" else None)
     assert (setting.problem is None) is (queues is not None)
 
 

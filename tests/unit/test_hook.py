@@ -190,9 +190,16 @@ def test_the_packages_own_commands_are_left_alone(rocm_path: list[str]) -> None:
         # More, to begin at a sentence, while the start keeps a quarter.
         ("Bad value x. Set --flag to fix it.", "", 30,
          "Bad va...Set --flag to fix it."),
+        # ... a quarter exactly, not one more; a sentence right after one
+        ("Bad value x. Set --flags to fix it.", "", 30,
+         "Bad value...--flags to fix it."),
+        ("The value is bad. . Fix it at once.", "", 23, "The v...Fix it at once."),
         ("abcdef", "", 3, "..."),
         ("abcdef", "", 2, "..."),
         ("a\nb\x1b[31mc", "d\te", 80, "a\\nb\\x1b[31mc; d\\te"),  # was a?b?
+        # a byte of a name that is not UTF-8 (os.fsdecode's) as that byte
+        ("\udc7f\udc80\udcff\udd00", "", 80, "\\udc7f\\x80\\xff\\udd00"),
+        ("a\\b\n", "", 80, "a\\b\\n"),  # a printable backslash as it is
     ],
 )  # fmt: skip
 def test_a_line_is_cut_in_the_middle_of_its_cause(
@@ -545,6 +552,19 @@ def test_a_value_hip_read_at_its_start_is_in_time(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.forked
+def test_an_outcome_without_a_value_is_never_late(
+    device: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing set, after HIP started: the outcome's own line, no more."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("ROCM_HWQ_AUTOSET_LOG", raising=False)
+    os.open(device, os.O_RDWR)
+    _hook.apply(_decision.Outcome("warning", "x", "GPU_MAX_HW_QUEUES left unset"))
+    err = capsys.readouterr().err
+    assert [said(line + "\n")[0] for line in err.splitlines()] == ["warning"]
+
+
 def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
     from rocm_hwq_autoset import _rocm
 
@@ -555,6 +575,22 @@ def test_hip_started_reads_the_open_descriptors(device: Path) -> None:
     finally:
         os.close(fd)
     assert not _rocm.hip_started()
+
+
+def test_hip_started_passes_over_a_descriptor_closed_since_the_listing(
+    device: Path,
+) -> None:
+    """The listing's own descriptor is in the listing, closed by the time it
+    is looked at: the descriptors after it are looked at all the same."""
+    from rocm_hwq_autoset import _rocm
+
+    gap = os.open(os.devnull, os.O_RDONLY)
+    fd = os.open(device, os.O_RDONLY)  # above the gap, where the listing's goes
+    os.close(gap)
+    try:
+        assert _rocm.hip_started()
+    finally:
+        os.close(fd)
 
 
 # The streams PR #4032's model leaves out (issue #31, item 2): named in verbose
@@ -675,6 +711,41 @@ def test_a_line_that_cannot_be_written_leaves_nothing_pending() -> None:
         stream.flush()  # what Python does at exit: nothing left to fail
 
 
+@pytest.mark.parametrize(
+    ("encoding", "written"), [("ascii", b"\\xe9"), (None, "é".encode())]
+)
+def test_a_character_the_stream_cannot_encode_is_escaped(
+    encoding: str | None, written: bytes
+) -> None:
+    """Said in the stream's encoding, a character it has none for escaped
+    (never the line lost); a stream that names none gets UTF-8."""
+
+    class Stream(io.RawIOBase):
+        def __init__(self, fd: int) -> None:
+            self.fd, self.encoding = fd, encoding
+
+        def fileno(self) -> int:
+            return self.fd
+
+    read, write = os.pipe()
+    with open(write, "wb") as raw:
+        write_line(Stream(raw.fileno()), "é\n")
+    with open(read, "rb") as pipe:
+        assert pipe.read() == written + b"\n"
+
+
+@pytest.mark.forked
+def test_a_line_on_descriptor_0_leaves_nothing_pending() -> None:
+    """A stream on descriptor 0 (stdin closed, stderr opened there) is a
+    descriptor like any: the line goes straight to it, and a full disk
+    leaves nothing for Python to fail on at exit."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, 0)
+    with io.TextIOWrapper(open(0, "wb", closefd=False), line_buffering=True) as stream:
+        write_line(stream, "rocm-hwq-autoset: a line\n")
+        stream.flush()  # what Python does at exit: nothing left to fail
+
+
 def test_a_line_comes_after_the_programs_own_text_whole() -> None:
     read, write = os.pipe()
     with io.TextIOWrapper(open(write, "wb"), line_buffering=True) as stream:
@@ -731,6 +802,7 @@ def test_unknown_fields_and_flags_are_said_and_q_is_set(
     """Was: no word (issue #37). Each input's unknown names in one warning
     line, before the value's line, said as the value is (once per node); the
     value is the one the fields the model reads give."""
+    env = dict(env)  # the case's own: a second run in this process (mutmut's) reads it
     monkeypatch.chdir(tmp_path)
     Path("job.toml").write_bytes(UNKNOWN_JOB)
     args = ["--job.config_file", "job.toml", "--parallelism.bar", "2"]

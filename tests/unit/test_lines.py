@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset import ConfigError, _decision, _early, _environ, recommend
+from rocm_hwq_autoset import ConfigError, _decision, _early, _environ, _hook, recommend
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._decision import DETAIL, WARNING, Outcome
+from rocm_hwq_autoset._decision import DETAIL, Outcome
 from rocm_hwq_autoset._evaluation import lines
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
 
@@ -39,11 +39,20 @@ def _line(outcome: Outcome | Launch | None) -> str | None:
 
 
 def test_every_line_of_the_hook(
-    job: str, rocm_path: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    job: str, rocm_path: list[str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     def hook(env: dict[str, str], *args: str, path: list[str] = rocm_path) -> str:
         return run(dict(env), ["--job.config_file", job, *args], path, capsys)
 
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(_hook, "outcome_for", boom)
+    monkeypatch.setattr(_hook, "decided", None)
+    _hook.run()  # the hook's own failure: what it says, as it says it
+    internal_error = _hook.decided
+    capsys.readouterr()
     bad = tmp_path / "bad.toml"
     bad.write_text("[parallelism]\ntensor_parallel_degree = 'two'\n")
     cuda = [str(fake_torch(tmp_path / "cuda", CUDA_VERSION_PY))]
@@ -105,12 +114,13 @@ def test_every_line_of_the_hook(
          _line(decide_module(dict(launcher, WORLD_SIZE="2",
                                   ROCM_HWQ_AUTOSET_INPUTS=encode_inputs(left_out)),
                              MODULE_ARGS, "torchtitan.train"))),
-        ("an internal error",
-         _line(Outcome(WARNING, _decision.internal_error(RuntimeError("boom")),
-                       "nothing set"))),
-        ("HIP started before Q=8, a .pth ran first",
+        ("an internal error", _line(internal_error)),
+        ("HIP started before Q=8, two .pth files ran first",
          _line(_early.too_late(set_eight, during="at interpreter start",
-                                  early=["/site/aaa_gpu_probe.pth"]))),
+                               early=["/site/aaa_gpu_probe.pth",
+                                      "/site/aab_probe.pth"]))),
+        ("HIP started before Q=8, no start-up file ran first",
+         _line(_early.too_late(set_eight, during="at interpreter start"))),
         ("a detail: the cache folder /c of mode 777",
          _line(Outcome(DETAIL, "cache: /c: writable by its group or others;"
                        " not used", "evaluating without it"))),
