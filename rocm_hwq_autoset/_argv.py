@@ -22,11 +22,10 @@ import sys
 from ._config import (
     CUSTOM_CONFIG_MODULE,
     FIELDS,
-    TORCHTITAN_RELEASE,
     ConfigError,
     custom_module,
     is_torchtitans,
-    near_miss,
+    never_a_typo,
     unknown_keys,
 )
 from ._environ import MODULE_FORM, NAME, TOML_FORM
@@ -113,27 +112,28 @@ def is_own_command(kind: str, name: str) -> bool:
 
 #: torchrun's options that take no value (``torch.distributed.run``'s parser in
 #: torch 2.13; ``--use-env`` is ``torch.distributed.launch``'s). Every other
-#: option takes one, as every other one of torchrun's does.
-TORCHRUN_FLAGS = frozenset({
-    "-h", "--help", "--standalone", "-m", "--module", "--no-python", "--no_python",
-    "--run-path", "--run_path", "--virtual-local-rank", "--virtual_local_rank",
-    "--use-env", "--use_env",
-})  # fmt: skip
+#: option takes one, as every other one of torchrun's does. Like
+#: :data:`TORCHRUN_OPTIONS`, each between blanks in one string: a constant,
+#: which costs a start-up nothing to build (a frozenset and a tuple of the
+#: same names cost every TOML launch 31 k instructions to import, issue #39).
+TORCHRUN_FLAGS = (
+    " -h --help --standalone -m --module --no-python --no_python --run-path"
+    " --run_path --virtual-local-rank --virtual_local_rank --use-env --use_env "
+)
 #: torchrun's options that take a value, for argparse's abbreviations.
 TORCHRUN_OPTIONS = (
-    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--rdzv-backend",
-    "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id",
-    "--rdzv-conf", "--rdzv_conf", "--max-restarts", "--max_restarts",
-    "--monitor-interval", "--monitor_interval", "--start-method", "--start_method",
-    "--event-log-handler", "--event_log_handler", "--role", "--log-dir", "--log_dir",
-    "-r", "--redirects", "-t", "--tee", "--local-ranks-filter", "--local_ranks_filter",
-    "--duplicate-stdout-filters", "--duplicate_stdout_filters",
-    "--duplicate-stderr-filters", "--duplicate_stderr_filters", "--node-rank",
-    "--node_rank", "--master-addr", "--master_addr", "--master-port",
-    "--master_port", "--local-addr", "--local_addr", "--logs-specs", "--logs_specs",
-    "--numa-binding", "--numa_binding", "--signals-to-handle", "--signals_to_handle",
-    "--shutdown-timeout", "--shutdown_timeout",
-)  # fmt: skip
+    " --nnodes --nproc-per-node --nproc_per_node --rdzv-backend --rdzv_backend"
+    " --rdzv-endpoint --rdzv_endpoint --rdzv-id --rdzv_id --rdzv-conf --rdzv_conf"
+    " --max-restarts --max_restarts --monitor-interval --monitor_interval"
+    " --start-method --start_method --event-log-handler --event_log_handler"
+    " --role --log-dir --log_dir -r --redirects -t --tee --local-ranks-filter"
+    " --local_ranks_filter --duplicate-stdout-filters --duplicate_stdout_filters"
+    " --duplicate-stderr-filters --duplicate_stderr_filters --node-rank"
+    " --node_rank --master-addr --master_addr --master-port --master_port"
+    " --local-addr --local_addr --logs-specs --logs_specs --numa-binding"
+    " --numa_binding --signals-to-handle --signals_to_handle --shutdown-timeout"
+    " --shutdown_timeout "
+)
 _MODULE_FLAGS = ("-m", "--module")
 _NO_PYTHON_FLAGS = ("--no-python", "--no_python")
 
@@ -162,7 +162,7 @@ def torchrun_program(args: Sequence[str]) -> tuple[str, str, list[str]] | None:
         if option is None or option in ("-h", "--help"):
             return None
         attached = eq or (not arg.startswith("--") and len(arg) > 2)
-        if option in TORCHRUN_FLAGS:
+        if f" {option} " in TORCHRUN_FLAGS:  # option is one whole name
             if attached:  # "-mX", "--standalone=1": not what torchrun takes
                 return None
             module = module or option in _MODULE_FLAGS
@@ -178,7 +178,7 @@ def _torchrun_option(name: str) -> str | None:
     """The option ``name`` stands for: itself, or the one option string it
     abbreviates (argparse's ``allow_abbrev``; Python 3.11's argparse calls
     ``--nproc`` ambiguous, as it matches two spellings); None if none."""
-    known = (*TORCHRUN_FLAGS, *TORCHRUN_OPTIONS)
+    known = (TORCHRUN_FLAGS + TORCHRUN_OPTIONS).split()
     if name in known:
         return name
     if not name.startswith("--"):
@@ -556,10 +556,15 @@ def suggest_flag(flag: str) -> str | None:
     if not flag.startswith("--") or "." not in name:
         return None
     section, _, rest = name.rpartition(".")
-    if rest.startswith("no_"):
-        positive = near_miss(f"{section}.{rest[3:]}")
-        if positive is not None and FIELDS[positive][0] == "bool":
-            return f"--{_negation(positive)}"
+    positive = f"{section}.{rest[3:]}" if rest.startswith("no_") else name
+    if never_a_typo(name) and never_a_typo(positive):
+        return None  # no search: ours, or torchtitan's (a TOML launch's flags)
+    from ._unknown import near_miss
+
+    if positive != name:
+        meant = near_miss(positive)
+        if meant is not None and FIELDS[meant][0] == "bool":
+            return f"--{_negation(meant)}"
     meant = near_miss(name)
     return None if meant is None else f"--{meant}"
 
@@ -637,25 +642,15 @@ def unknown_inputs(
     """What torchtitan 0.2.2 refuses in a TOML launch that the model does not
     read: one ``ConfigError``, not raised, for the command line's unknown flags
     (:func:`unknown_flags`) and one for the config's unknown keys
-    (``_config.unknown_keys``, read from ``where``), each naming them all;
-    none where a module adds fields (``job.custom_config_module``, the
-    command line's first, as torchtitan reads it). ``ConfigError`` raised for
-    a key a typo away from a field the model reads."""
-    if custom_config_module(args) or custom_module(config):
-        return ()
+    (``_config.unknown_keys``, read from ``where``), each naming them all
+    (``_unknown.refusals``, imported only then); none where a module adds
+    fields (``job.custom_config_module``, the command line's first, as
+    torchtitan reads it). ``ConfigError`` raised for a key a typo away from a
+    field the model reads."""
     flags = unknown_flags(args)
-    keys = unknown_keys(config, where)
-    if not flags and not keys:
+    keys = unknown_keys(config)
+    if not (flags or keys) or custom_config_module(args) or custom_module(config):
         return ()
-    release = (
-        f"torchtitan {TORCHTITAN_RELEASE}'s job config (the TOML era's last"
-        " release), which refuses the job for it"
-    )
-    found = []
-    if flags:
-        found.append(ConfigError(f"no such option in {release}", ", ".join(flags)))
-    if keys:
-        named = ", ".join(keys)
-        found.append(ConfigError(f"no such field in {release}",
-                                 f"{where}: {named}" if where else named))  # fmt: skip
-    return tuple(found)
+    from ._unknown import refusals  # only where a name is unknown
+
+    return refusals(flags, keys, where)

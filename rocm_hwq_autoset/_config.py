@@ -127,7 +127,7 @@ def merge(
     return settings
 
 
-def _named(where: str, name: str) -> str:
+def source_in(where: str, name: str) -> str:
     """How an error names a field of a config read from ``where``."""
     return f"{where}: {name}" if where else name
 
@@ -161,7 +161,7 @@ def _lookup(config: Mapping[str, Any] | None, key: str, where: str) -> Any:
         if not is_table(found):
             path = ".".join(tables[: depth + 1])
             raise ConfigError(
-                f"a {type(found).__name__}, not a table", _named(where, path)
+                f"a {type(found).__name__}, not a table", source_in(where, path)
             )
     return found.get(name, _MISSING)
 
@@ -185,7 +185,7 @@ def check_value(key: str, value: Any, where: str) -> Value:
         ok = isinstance(value, bool if kind == "bool" else str)
     if not ok:
         raise ConfigError(
-            f"{_short(value)} is not {_KIND_NAMES[kind]}", _named(where, key)
+            f"{_short(value)} is not {_KIND_NAMES[kind]}", source_in(where, key)
         )
     return tuple(value) if kind == "list" else value
 
@@ -201,7 +201,7 @@ def check_degrees(settings: dict[str, Setting], where: str) -> None:
         if value >= 1 or (shard and value == -1):
             continue
         allowed = "-1 or >= 1" if shard else ">= 1"
-        source = f"--{key}" if setting.source == CLI else _named(where, key)
+        source = f"--{key}" if setting.source == CLI else source_in(where, key)
         raise ConfigError(f"{value} must be {allowed}", source)
 
 
@@ -308,92 +308,15 @@ def _holds(fields: str, key: str) -> bool:
     return " " not in key and f" {key} " in fields
 
 
-# Near misses: a name an edit or two away from a field the model reads is a typo
-# that would change Q without a word. No field of torchtitan's own is that close
-# to one of ours (tests/unit/test_config.py holds that against its table).
-
-#: Most edits (insert, delete, replace) between a typo and the field it means.
-MAX_EDITS = 2
-
-
-def near_miss(name: str) -> str | None:
-    """The field ``name`` (``section.field``) is a typo of, or None when it is
-    one exactly, is torchtitan's, or is not close to any. A TOML key must be
-    spelt exactly (a ``-`` for a ``_`` is a typo there); a flag is normalized by
-    its caller."""
+def never_a_typo(name: str) -> bool:
+    """Whether ``name`` (``section.field``) is surely no typo of a field the
+    model reads: it is one, or torchtitan's, or in a section of torchtitan's
+    that has no field of ours. Only the others are searched
+    (``_unknown.near_miss``), and only they import that search."""
     if name in FIELDS or is_torchtitans(name):
-        return None
-    section = name.partition(".")[0]
-    if section not in SECTIONS and is_torchtitans(section):
-        return None  # torchtitan's own section: no field of ours is there
-    if section not in SECTIONS and not any(
-        edits_within(section, ours, MAX_EDITS) for ours in SECTIONS
-    ):
-        return None  # not even the section is close to one of ours
-    for ours in FIELDS:
-        if edits_within(name, ours, MAX_EDITS):
-            return ours
-    return shorthands().get(name)
-
-
-#: :func:`shorthands`, derived once: :func:`near_miss` asks it for every key of
-#: our sections that is no field of ours nor of torchtitan's.
-_shorthands: dict[str, str] = {}
-
-
-def shorthands() -> dict[str, str]:
-    """Each parallel degree of ours by its shorthand (:func:`_derive_shorthands`)."""
-    if not _shorthands:
-        _shorthands.update(_derive_shorthands())
-    return dict(_shorthands)
-
-
-def _derive_shorthands() -> dict[str, str]:
-    """Each parallel degree of ours by the shorthand a hand types for it, as
-    ``section.short``: its initials through ``parallel``, the words before
-    ``degree`` after them, ``_degree`` or not (``parallelism.tp``,
-    ``parallelism.ep_degree``, ``parallelism.dp_shard``); a shorthand two
-    fields share (``dp``) is none. torchtitan has no such field: tyro and its
-    TOML reader refuse each (issue #37: ``--parallelism.tp 2`` gave a Q that
-    counted no TP, without a word)."""
-    found: dict[str, str] = {}
-    shared = set()
-    for ours in FIELDS:
-        section, _, name = ours.rpartition(".")
-        words = name.split("_")
-        if "parallel" not in words or words[-1] != "degree":
-            continue
-        at = words.index("parallel")
-        short = "".join(w[0] for w in words[: at + 1])
-        short += "".join(f"_{w}" for w in words[at + 1 : -1])
-        for each in (f"{section}.{short}", f"{section}.{short}_degree"):
-            if each in found:
-                shared.add(each)
-            found[each] = ours
-    return {k: v for k, v in found.items() if k not in shared}
-
-
-def edits_within(a: str, b: str, limit: int) -> bool:
-    """Whether the edit distance of ``a`` and ``b`` (Levenshtein's: inserts,
-    deletes, replacements) is at most ``limit``. Past their common prefix, the
-    first differing character is replaced, deleted, or has one inserted before
-    it: three ways on, each with one edit fewer to spend (at most 3**limit)."""
-    if abs(len(a) - len(b)) > limit:
-        return False
-    same = 0
-    end = min(len(a), len(b))
-    while same < end and a[same] == b[same]:
-        same += 1
-    if same == end:  # one is a prefix of the other: the rest is inserted
         return True
-    if limit == 0:
-        return False
-    a, b = a[same:], b[same:]
-    return (
-        edits_within(a[1:], b[1:], limit - 1)
-        or edits_within(a[1:], b, limit - 1)
-        or edits_within(a, b[1:], limit - 1)
-    )
+    section = name.partition(".")[0]
+    return section not in SECTIONS and is_torchtitans(section)
 
 
 #: The key of the TOML's ``[job]`` (and the flag's name) that names a module
@@ -411,59 +334,35 @@ def custom_module(config: Mapping[str, Any] | None) -> bool:
     return is_table(job) and bool(job.get(CUSTOM_CONFIG_MODULE))
 
 
-def unknown_keys(config: Mapping[str, Any] | None, where: str) -> list[str]:
-    """The keys of a parsed TOML job config (read from ``where``) that no
-    field of :data:`JOB_CONFIG` nor of ours has, as dotted paths, in the
-    file's order (an unknown table by its own path: its keys are not looked
-    at). ``ConfigError`` for one a typo away from a field the model reads (a
-    section ``[paralelism]``, a key), naming the one it means. The caller
-    skips this where a module adds fields (:func:`custom_module`)."""
+def unknown_keys(config: Mapping[str, Any] | None) -> list[str]:
+    """The keys of a parsed TOML job config that no field of
+    :data:`JOB_CONFIG` nor of ours has, as dotted paths, in the file's order
+    (an unknown table by its own path: its keys are not looked at). Each is
+    said, or refused as a typo of a field the model reads, by
+    ``_unknown.refusals``; by neither where a module adds fields
+    (:func:`custom_module`)."""
     unknown: list[str] = []
     if config is not None:
-        _walk(config, "", where, unknown)
+        _walk(config, "", unknown)
     return unknown
 
 
-def _walk(table: Mapping[str, Any], path: str, where: str, unknown: list[str]) -> None:
+def _walk(table: Mapping[str, Any], path: str, unknown: list[str]) -> None:
     """One table's keys (a nested table's in turn: ``[training.dataloader]``,
-    ``[compile.ep_overlap]``): a set lookup for each known key, nothing
+    ``[compile.ep_overlap]``): a substring search for each known key, nothing
     more."""
     known = JOB_CONFIG.get(path, "")
     for key, value in table.items():
-        if _holds(known, key):
-            if is_table(value):
-                name = f"{path}.{key}" if path else key
-                if name in JOB_CONFIG:
-                    _walk(value, name, where, unknown)
-            continue
         name = f"{path}.{key}" if path else key
-        if name in FIELDS:
+        if _holds(known, key):
+            if name in JOB_CONFIG and is_table(value):
+                _walk(value, name, unknown)
+        elif name in FIELDS:
             continue
-        if is_table(value) and any(
-            ours.startswith(name + ".") for ours in FIELDS
-        ):  # a table of ours alone (the graph trainer's [compile.ep_overlap])
-            _walk(value, name, where, unknown)
-            continue
-        _refuse_near_miss(name, where)
-        unknown.append(name)
-
-
-def _refuse_near_miss(name: str, where: str) -> None:
-    """``ConfigError`` for a key (``name``, its dotted path) a typo away from a
-    section or field the model reads."""
-    if "." not in name:
-        for ours in SECTIONS:
-            if edits_within(name, ours, MAX_EDITS):
-                raise ConfigError(
-                    f"not a torchtitan section; did you mean [{ours}]?",
-                    _named(where, f"[{name}]"),
-                )
-        return
-    meant = near_miss(name)
-    if meant is not None:
-        raise ConfigError(
-            f"not a torchtitan field; did you mean {meant}?", _named(where, name)
-        )
+        elif is_table(value) and any(ours.startswith(name + ".") for ours in FIELDS):
+            _walk(value, name, unknown)  # a table of ours alone ([compile.ep_overlap])
+        else:
+            unknown.append(name)
 
 
 # Reading a small file without ever blocking, following a loop or filling memory:
@@ -594,11 +493,14 @@ def parse_toml(data: bytes, path: str = "") -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError("not UTF-8 text") from None
-    for line in text.splitlines():
-        if line.count(".") > MAX_DOTS_PER_LINE:
-            raise ConfigError(
-                f"a line with more than {MAX_DOTS_PER_LINE} dots; not a job config"
-            )
+    # A line by line count only where the whole text holds that many (at C
+    # speed: a job config's 30 lines cost a start-up 40 k instructions, #39).
+    if text.count(".") > MAX_DOTS_PER_LINE:
+        for line in text.splitlines():
+            if line.count(".") > MAX_DOTS_PER_LINE:
+                raise ConfigError(
+                    f"a line with more than {MAX_DOTS_PER_LINE} dots; not a job config"
+                )
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.9 and 3.10

@@ -19,7 +19,6 @@ from ._argv import FORMS, TOML, Form, form_named, unknown_inputs
 from ._config import ConfigError, merge
 from ._environ import (
     FORCE,
-    HIP_DEFAULT_QUEUES,
     INPUTS,
     INVALID,
     LOCAL_RANK,
@@ -49,7 +48,7 @@ from ._model import (
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from ._argv import Launch
@@ -345,25 +344,6 @@ def value_words(rec: Recommendation) -> str:
     """A recommendation's value, as every line says it: ``8 (5 GPU streams:
     compute, ...)``."""
     return f"{rec.queues} ({len(rec.lanes)} GPU streams: {', '.join(rec.lanes)})"
-
-
-def too_late(outcome: Outcome, *, during: str, early: Sequence[str] = ()) -> Outcome:
-    """The warning of a process whose HIP runtime started before the value was
-    put in place (``during``: when it was put; ``early``: the start-up files
-    ``site`` ran code from before this package's hook): HIP read its flags
-    already, so this process runs with HIP's default; its children get the
-    value."""
-    before = (
-        f"; start-up files site ran before ours: {', '.join(early)}" if early else ""
-    )
-    return Outcome(
-        WARNING,
-        f"HIP had started in this process {during}, before {QUEUES}="
-        f"{outcome.queues} was set{before}: this process runs with HIP's default"
-        f" ({HIP_DEFAULT_QUEUES})",
-        f"set {QUEUES}={outcome.queues} in the job's environment ({NAME} explain"
-        " --export), or start HIP later",
-    )
 
 
 def _skip(text: str) -> Outcome:

@@ -21,7 +21,6 @@ from ._decision import (
     decide,
     internal_error,
     recommend_launch,
-    too_late,
 )
 from ._environ import (
     HIP_DEFAULT_QUEUES,
@@ -139,9 +138,11 @@ def apply(
     if not quiet:
         say(outcome, targets[0])
     if put_here:
-        from ._rocm import early_start_files, hip_started  # only with a value
+        from ._rocm import hip_started  # only with a value
 
         if hip_started():
+            from ._early import early_start_files, too_late  # only then
+
             early = early_start_files() or []
             say(too_late(outcome, during=during, early=early), os.environ)
 

@@ -221,7 +221,7 @@ EQUIVALENT: list[Equivalent] = [
         'settings[key] = Setting(check_value(key, pair[0], ""), pair[1])',
         "settings[key] = Setting(check_value(key, pair[0], None), pair[1])",
         "An error names the field alone when the place is '' or None alike"
-        " (_config._named tests it for truth).",
+        " (_config.source_in tests it for truth).",
     ),
     # The node's reader (status).
     Equivalent(

@@ -40,7 +40,8 @@ from typing import Any, NoReturn, TextIO, cast
 
 from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
-from .._config import ConfigError, shorthands
+from .._config import ConfigError
+from .._unknown import shorthands
 from ._common import PROG, TRAINING_ARGS_HELP, fail, option_table
 from .term import Stdout, Unwritable, discard, json_text, write_stderr
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._argv import TOML, Launch, launch_in
-from .._config import MAX_EDITS, ConfigError, edits_within, load_toml
+from .._config import ConfigError, load_toml
 from .._decision import (
     MAX_LINE,
     SET,
@@ -51,6 +51,7 @@ from .._environ import (
 )
 from .._model import Recommendation
 from .._rocm import detect
+from .._unknown import MAX_EDITS, edits_within
 from .term import write_stderr
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from .._argv import FORMS, Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome, unknown_warnings
+from .._early import PEP_829_PYTHON, PTH, START, early_start_files, has_entry
 from .._environ import (
     LOG,
     NAME,
@@ -31,7 +32,6 @@ from .._environ import (
 )
 from .._evaluation import MAX_UNCHECKED, location, open_cache
 from .._left_out import LEFT_OUT, verify_command
-from .._rocm import PEP_829_PYTHON, PTH, START, early_start_files, has_entry
 from ._common import (
     AS_IF_ON_ROCM,
     Option,
@@ -158,7 +158,7 @@ def startup_file_checks() -> list[Row]:
 
 def early_starters_check() -> Row:
     """The start-up files ``site`` runs code from before the hook, in the
-    running Python's order (``_rocm.run_before_ours``): one that starts HIP
+    running Python's order (``_early.run_before_ours``): one that starts HIP
     (imports torch and asks for a GPU, say) does so before the hook puts the
     value in place; the hook then warns, in that launch."""
     version = python_version()

@@ -14,18 +14,16 @@ from typing import Any
 import pytest
 
 from rocm_hwq_autoset import ConfigError, recommend
+from rocm_hwq_autoset._argv import unknown_inputs
 from rocm_hwq_autoset._config import (
     FIELDS,
     JOB_CONFIG,
-    MAX_EDITS,
     SECTIONS,
     Setting,
-    edits_within,
     is_table,
     is_torchtitans,
     load_toml,
     merge,
-    near_miss,
     parse_toml,
     unknown_keys,
 )
@@ -33,6 +31,7 @@ from rocm_hwq_autoset._evaluation.answer import (
     settings_from_json,
     settings_to_json,
 )
+from rocm_hwq_autoset._unknown import MAX_EDITS, edits_within, near_miss
 
 from ..helpers import check_lines
 
@@ -266,6 +265,8 @@ def test_the_dots_guard_refuses_deep_dotted_keys_before_parsing() -> None:
     more than 256 dots is refused; 256 are parsed."""
     at_limit = b".".join([b"k"] * 257) + b" = 1\n"  # 256 dots
     assert parse_toml(at_limit)["k"]["k"]["k"]
+    # A line's dots, not the file's: two lines at the limit are parsed.
+    assert parse_toml(at_limit + at_limit.replace(b"k", b"j"))["j"]["j"]["j"]
     with pytest.raises(ConfigError, match="more than 256 dots; not a job config"):
         parse_toml(b".".join([b"k"] * 30_000) + b" = 1\n")  # 15 s in tomllib alone
 
@@ -347,7 +348,7 @@ def test_no_field_of_torchtitans_is_a_typo_of_ours() -> None:
                 for part in table.split(".") if table else ():
                     holder = holder.setdefault(part, {})
                 holder[name] = 1
-    assert unknown_keys(everything, "job.toml") == []
+    assert unknown_keys(everything) == []
     # torchtitan's sections without a field of ours: never searched, and no
     # name of one is a typo of a section of ours (issue #39).
     for section in set(JOB_CONFIG[""].split()) - set(SECTIONS):
@@ -387,7 +388,7 @@ def test_a_near_miss_is_refused_with_what_it_means(
     text: bytes, source: str, meant: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        unknown_keys(parse_toml(text), "job.toml")
+        unknown_inputs([], parse_toml(text), "job.toml")
     assert caught.value.source == f"job.toml: {source}"
     assert caught.value.reason.endswith(f"did you mean {meant}?")
 
@@ -434,7 +435,7 @@ def test_a_custom_config_module_may_add_fields() -> None:
 )  # fmt: skip
 def test_an_unknown_key_is_named(text: bytes, unknown: list[str]) -> None:
     config = parse_toml(text)
-    assert unknown_keys(config, "job.toml") == unknown
+    assert unknown_keys(config) == unknown
     rec = recommend(config)
     assert [exc.source for exc in rec.unknown] == [", ".join(unknown)] * bool(unknown)
 

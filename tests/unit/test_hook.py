@@ -14,7 +14,15 @@ import pytest
 
 import _rocm_hwq_autoset_cmdline
 import _rocm_hwq_autoset_gate as gate
-from rocm_hwq_autoset import ConfigError, _decision, _environ, _hook, _rocm, recommend
+from rocm_hwq_autoset import (
+    ConfigError,
+    _decision,
+    _early,
+    _environ,
+    _hook,
+    _rocm,
+    recommend,
+)
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import Outcome
 from rocm_hwq_autoset._hook import write_line
@@ -478,7 +486,7 @@ def test_a_value_put_after_hip_started_is_said_to_come_too_late(
     (site / "aab_paths.pth").write_text("/opt/extra\n")  # only a path
     (site / "rocm_hwq_autoset.pth").write_text("")
     (site / "zzz_late.pth").write_text("import os\n")  # after ours
-    monkeypatch.setattr(_rocm, "site_dirs", lambda: [str(site)])
+    monkeypatch.setattr(_early, "site_dirs", lambda: [str(site)])
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.delenv("ROCM_HWQ_AUTOSET_LOG", raising=False)
     monkeypatch.delenv("GPU_MAX_HW_QUEUES", raising=False)
@@ -494,7 +502,7 @@ def test_a_value_put_after_hip_started_is_said_to_come_too_late(
         assert lines[1:] == []
         return
     # One warning, naming the one start-up file that ran code before ours.
-    late = _decision.too_late(
+    late = _early.too_late(
         outcome, during="at interpreter start", early=[str(site / "aaa_gpu_probe.pth")]
     )
     assert [said(line + "\n") for line in lines[1:]] == [("warning", late.message)]

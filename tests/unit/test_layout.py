@@ -34,34 +34,37 @@ LAYERS = {
     "tools.corpus": 0, "tools.mutation": 0, "tools.mutation_hooks": 0,
     "tools.phrases": 0, "tools.pth_line": 0, "tools.suite_cpu": 0,
     "tools.torchtitan_venv": 0,
-    # the command line, the model (and the inputs' text form), why it leaves
-    # out the streams it has no lane for, profiler traces, HIP's queue pools,
-    # ROCm detection
-    "_argv": 1, "_model": 1, "_left_out": 1, "_traces": 1, "_pools": 1,
-    "_rocm": 1,
+    # the model (and the inputs' text form), why it leaves out the streams it
+    # has no lane for, profiler traces, HIP's queue pools, ROCm detection;
+    # names neither the model nor torchtitan has (the did-you-mean search)
+    "_model": 1, "_left_out": 1, "_traces": 1, "_pools": 1, "_rocm": 1,
+    "_unknown": 1,
+    # the command line (and torchrun's), the launch forms
+    "_argv": 2,
     # the decision as a value (and its one line), the public API
-    "_decision": 2, "_api": 2,
-    # a node's view: its processes, their values and queues, read from outside
-    "_node": 3,
+    "_decision": 3, "_api": 3,
+    # a node's view: its processes, their values and queues, read from outside;
+    # what ran before the hook (a value put after HIP started, said)
+    "_node": 4, "_early": 4,
     # the --module wing, one band: what an evaluation read, its answer, one
     # child's process, the process starts a launcher makes, torchtitan's
     # registry, the waiting lines; the cache; the child's side and the
     # parent's; the door
-    "_evaluation.deps": 3, "_evaluation.answer": 3, "_evaluation.process": 3,
-    "_evaluation.spawns": 3, "_evaluation.registry": 3, "_evaluation.lines": 3,
-    "_evaluation.cache": 4,
-    "_evaluation.child": 5, "_evaluation.parent": 5,
-    "_evaluation.__init__": 6,
+    "_evaluation.deps": 4, "_evaluation.answer": 4, "_evaluation.process": 4,
+    "_evaluation.spawns": 4, "_evaluation.registry": 4, "_evaluation.lines": 4,
+    "_evaluation.cache": 5,
+    "_evaluation.child": 6, "_evaluation.parent": 6,
+    "_evaluation.__init__": 7,
     # the start-up hook (through the wing's door), the package's face; beside
     # the package, the start-up gate (the hook, for a launch)
-    "_hook": 7, "__init__": 8, "_rocm_hwq_autoset_gate": 8,
+    "_hook": 8, "__init__": 9, "_rocm_hwq_autoset_gate": 9,
     # the command line: terminal output and its streams, shared, commands,
     # dispatcher
-    "_cli.term": 9, "_cli._common": 10,
-    "_cli.explain": 11, "_cli.doctor": 11, "_cli.verify": 11, "_cli.status": 11,
-    "_cli.__init__": 12, "__main__": 13,
+    "_cli.term": 10, "_cli._common": 11,
+    "_cli.explain": 12, "_cli.doctor": 12, "_cli.verify": 12, "_cli.status": 12,
+    "_cli.__init__": 13, "__main__": 14,
     # beside the package: the console script (the dispatcher, or one line)
-    "_rocm_hwq_autoset_cli": 13,
+    "_rocm_hwq_autoset_cli": 14,
 }  # fmt: skip
 
 

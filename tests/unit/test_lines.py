@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset import ConfigError, _decision, _environ, recommend
+from rocm_hwq_autoset import ConfigError, _decision, _early, _environ, recommend
 from rocm_hwq_autoset._argv import Launch
 from rocm_hwq_autoset._decision import DETAIL, WARNING, Outcome
 from rocm_hwq_autoset._evaluation import lines
@@ -109,7 +109,7 @@ def test_every_line_of_the_hook(
          _line(Outcome(WARNING, _decision.internal_error(RuntimeError("boom")),
                        "nothing set"))),
         ("HIP started before Q=8, a .pth ran first",
-         _line(_decision.too_late(set_eight, during="at interpreter start",
+         _line(_early.too_late(set_eight, during="at interpreter start",
                                   early=["/site/aaa_gpu_probe.pth"]))),
         ("a detail: the cache folder /c of mode 777",
          _line(Outcome(DETAIL, "cache: /c: writable by its group or others;"
