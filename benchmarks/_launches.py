@@ -19,10 +19,7 @@ import). In this package's evaluating child it appends the child's pid to
 
 from __future__ import annotations
 
-import contextlib
-import os
 import runpy
-import signal
 import subprocess
 import sys
 import time
@@ -111,11 +108,7 @@ class World:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.work = root / "work"
-        self.work.mkdir()
-        site = root / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.work, site = TOOLS["probe_world"](root, SITECUSTOMIZE)
         self.logs = root / "logs"
         self.logs.mkdir()
         self.token = uuid.uuid4().hex
@@ -143,9 +136,7 @@ class World:
 
     def end_all(self) -> None:
         """Kill what a failed launch left running (by pid, only ours)."""
-        for pid in self.left_behind():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        TOOLS["end_carrying"](f"{TOKEN}={self.token}")
 
 
 class Launch:

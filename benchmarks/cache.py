@@ -131,7 +131,7 @@ print(turns, flush=True)
 """
 #: Seconds each share sample counts the training's loop turns (``--quick``:
 #: the second figure; its figures say the share is measured, not how well).
-SHARE_SECONDS, QUICK_SHARE_SECONDS = 4.0, 2.0
+SHARE_SECONDS, QUICK_SHARE_SECONDS = 4.0, 1.0
 
 
 class Bench:

@@ -11,7 +11,8 @@ about 30; 256 and 1,024 bound what a busy program holds), timing ``--calls``
 calls, the median per call reported: CPU time (``process_time``, the cost) and
 wall time (``perf_counter``, which on a busy machine adds the time the
 scheduler gave others). The same samples run on a quiet machine and on a busy
-one (one CPU-bound process per core, each in a session of its own),
+one (one CPU-bound process per core, each in a session of its own at the
+benchmark's priority),
 interleaved, so both see the same machine.
 
     python benchmarks/in_time.py [--runs 15] [--calls 200] [--quick]
@@ -94,12 +95,44 @@ def sample(extra: int, calls: int, device: str) -> tuple[float, float, int]:
     return float(wall), float(cpu), int(fds)
 
 
+#: A CPU-bound process in a session of its own, its session's autogroup at
+#: the niceness of the benchmark's own (``argv[1]``; none where the kernel has
+#: no autogroup): a load as heavy as the samples, not heavier. A new session's
+#: group starts at nice 0: under a run lowered to nice 19 (a busy machine's
+#: long runs) the burners took the cores and the samples waited (``--quick``:
+#: 169 CPU s, 88 s; at the run's niceness a few CPU s).
+BURNER = """
+import sys, time
+for _ in range(12 if sys.argv[1:] else 0):  # one change per 0.1 s, machine-wide
+    try:
+        with open("/proc/self/autogroup", "w") as group:
+            group.write(sys.argv[1])
+        break
+    except OSError:
+        time.sleep(0.1)
+while True:
+    pass
+"""
+
+
+def autogroup_nice() -> str:
+    """This process's session's autogroup niceness, or "" without one."""
+    try:
+        with open("/proc/self/autogroup") as group:
+            return group.read().split()[-1]
+    except (OSError, IndexError):
+        return ""
+
+
 @contextmanager
 def busy() -> Iterator[None]:
-    """One CPU-bound process per core, each in a session of its own."""
+    """One CPU-bound process per core, each in a session of its own, at this
+    process's priority."""
+    nice = autogroup_nice()
     burners = [
         subprocess.Popen(
-            [sys.executable, "-c", "while True: pass"], start_new_session=True
+            [sys.executable, "-c", BURNER, *([nice] if nice not in ("", "0") else [])],
+            start_new_session=True,
         )
         for _ in range(os.cpu_count() or 1)
     ]

@@ -168,15 +168,12 @@ def per_version(
         for python in (bare, floor, after):  # .pyc files, the page cache
             for args in cases.values():
                 subprocess.run([python, "-c", "pass", *args], check=True, env=env)
-        counts = {}
-        for name, args in cases.items():
-            line = ["-c", "pass", *args]
-            counts[name] = instructions(after, line, env) - instructions(
-                floor, line, env
-            )
-        over_bare = instructions(floor, ["-c", "pass"], env) - instructions(
-            bare, ["-c", "pass"], env
-        )
+        floors = {n: instructions(floor, ["-c", "pass", *a], env)
+                  for n, a in cases.items()}  # fmt: skip
+        counts = {n: instructions(after, ["-c", "pass", *a], env) - floors[n]
+                  for n, a in cases.items()}  # fmt: skip
+        idle = floors["idle (-c pass)"]  # counted once: the same run repeats exactly
+        over_bare = idle - instructions(bare, ["-c", "pass"], env)
         rows.append((version, python_version(after), over_bare, counts))
     return rows
 

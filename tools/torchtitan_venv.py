@@ -14,11 +14,13 @@ is ``false``, so that the ``eval`` fails, and the exit status 1.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +106,26 @@ def carrying(token: str) -> list[int]:
         if token.encode() in environ and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def probe_world(root: Path, sitecustomize: str) -> tuple[Path, Path]:
+    """Where the launches of a test or a benchmark of the real torchtitan run,
+    made in ``root``: their working directory, and the folder of their probe
+    (``sitecustomize``, for ``PYTHONPATH``)."""
+    work = root / "work"
+    work.mkdir()
+    site = root / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(sitecustomize)
+    return work, site
+
+
+def end_carrying(token: str) -> None:
+    """Kill, by pid, the processes still running that carry ``token``: what a
+    failed launch of a test or a benchmark left."""
+    for pid in carrying(token):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def pyenv_root() -> Path:

@@ -28,13 +28,11 @@ Without it a training ends at once, and its launch gives a store still running
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import runpy
 import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -66,7 +64,8 @@ def outlast(log):
 """
 
 #: What tools/torchtitan_venv.py holds for the tests and the benchmarks alike
-#: (``PROBE``: the probe's variable reader, and its hook on torchtitan's import).
+#: (``PROBE``: the probe's variable reader, and its hook on torchtitan's import;
+#: ``probe_world``: the launches' folders; ``end_carrying``: what they left).
 TOOLS = runpy.run_path(str(ROOT / "tools" / "torchtitan_venv.py"))
 
 SITECUSTOMIZE = (
@@ -191,11 +190,7 @@ class Launches:
         self.python = python
         self.bin = Path(python).parent
         self.root = root
-        self.work = root / "work"
-        self.work.mkdir()
-        site = root / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.work, site = TOOLS["probe_world"](root, SITECUSTOMIZE)
         self.log = root / "evaluations"
         self.token = uuid.uuid4().hex
         self.env = {
@@ -248,9 +243,7 @@ class Launches:
         return found
 
     def end_all(self) -> None:
-        for pid in self.left_behind():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        TOOLS["end_carrying"](self.token)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from rocm_hwq_autoset._evaluation.child import CHECKED
 from ..helpers import UNSET_TAIL, set_line
 from ..helpers import said as parsed
 from ..unit.test_argv import TORCHRUN_LINES
-from .conftest import OUTLAST, Launches, ours, probes, wait_for
+from .conftest import OUTLAST, FirstLaunch, Launches, ours, probes, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -333,8 +334,14 @@ elif not first:
 )
 
 
-@pytest.fixture
-def exists(launches: Launches) -> tuple[Launches, list[str]]:
+@pytest.fixture(scope="module")
+def exists(
+    python: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FirstLaunch]:
+    """The recipe's world after its first launch (Q = 4, evaluated, stored),
+    shared by the tests of the ``exists`` group (one worker runs them): each
+    begins with that launch (``again``), one evaluation for them all."""
+    launches = Launches(python, tmp_path_factory.mktemp("exists"))
     program = launches.root / "bin" / "torchtitan" / "wait.py"
     program.parent.mkdir(parents=True)
     program.write_text(WAITING)
@@ -343,8 +350,17 @@ def exists(launches: Launches) -> tuple[Launches, list[str]]:
     recipes = program.parent / "exists_recipes"
     recipes.mkdir()
     (recipes / "config_registry.py").write_text(EXISTS_RECIPE)
-    return launches, [launches.python, str(program), "--module", "exists_recipes",
-                      "--config", "mine"]  # fmt: skip
+    try:
+        yield FirstLaunch(launches, waited(launches, wait_command(launches)))
+    finally:
+        launches.end_all()
+
+
+def wait_command(launches: Launches) -> list[str]:
+    """The launch of ``exists``'s world: its program, with the recipe."""
+    program = launches.root / "bin" / "torchtitan" / "wait.py"
+    return [launches.python, str(program), "--module", "exists_recipes",
+            "--config", "mine"]  # fmt: skip
 
 
 def waited(launches: Launches, command: list[str], **env: str) -> tuple[str, list[str]]:
@@ -354,16 +370,18 @@ def waited(launches: Launches, command: list[str], **env: str) -> tuple[str, lis
     return json.loads(line[7:]), ours(err, waited=command)
 
 
+@pytest.mark.xdist_group("exists")
 @pytest.mark.serial  # the check runs at the idle priority: beside nothing
 def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
-    exists: tuple[Launches, list[str]],
+    exists: FirstLaunch,
 ) -> None:
     """First launch Q = 4; a file the recipe only tests for appears; the
     relaunch hits, gets 4 at once, and its check says in that launch what a
     fresh evaluation gives; the next launch gets it. Nothing is left running."""
-    launches, command = exists
+    launches = exists.again()
+    command = wait_command(launches)
     four = ("compute", "all_reduce", "fsdp_comm", "cudagraph_capture")
-    assert waited(launches, command) == ("4", [set_line(4, four).rstrip("\n")])
+    assert exists.result == ("4", [set_line(4, four).rstrip("\n")])
     (launches.work / "cp2.flag").write_text("")
     queues, said = waited(launches, command)
     assert queues == "4" and len(said) == 2, said
@@ -377,14 +395,13 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
     assert launches.left_behind() == []
 
 
+@pytest.mark.xdist_group("exists")
 @pytest.mark.parametrize("how", ["exits", "is killed"])
-def test_the_check_never_outlives_its_launcher(
-    exists: tuple[Launches, list[str]], how: str
-) -> None:
+def test_the_check_never_outlives_its_launcher(exists: FirstLaunch, how: str) -> None:
     """A check that takes a minute: the launch that started it ends (or is
     killed) first, and the check's whole group goes with it; its entry stays."""
-    launches, command = exists
-    waited(launches, command)
+    launches = exists.again()  # its first launch done
+    command = wait_command(launches)
     [entry] = Path(launches.env["ROCM_HWQ_AUTOSET_CACHE_DIR"]).glob("*.json")
     before = entry.read_bytes()
     (launches.work / "slow.flag").write_text("")

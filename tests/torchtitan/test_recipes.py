@@ -128,12 +128,49 @@ for args in json.loads(sys.argv[1]):
 """
 
 
+#: This package's readers (``OURS``, ``REFUSALS``, ``LEFT_OUT``), each with its
+#: cases, in one torchtitan process, as each reads all its cases in one (a
+#: process each took an import of torchtitan more, about 8 CPU seconds): each
+#: one's lines after a line with its name; one that raises prints its
+#: traceback on stderr, and the next runs.
+IN_ONE = """
+import json, sys, traceback
+for name, source, cases in json.loads(sys.argv[1]):
+    print("PROGRAM " + name, flush=True)
+    sys.argv = ["-c", cases]
+    try:
+        exec(compile(source, name, "exec"), {"__name__": "__main__"})
+    except BaseException:
+        traceback.print_exc()
+"""
+
+
 @pytest.fixture(scope="module")
-def every_case(python: str) -> dict[tuple[str, str, str], Any]:
+def readers(python: str) -> dict[str, str]:
+    """What each of this package's readers printed, by its name."""
+    programs = [
+        ("OURS", OURS, [case_args(*case) for case in CASES]),
+        ("REFUSALS", REFUSALS, REFUSED),
+        ("LEFT_OUT", LEFT_OUT, LEFT),
+    ]
+    done = run(python, "-c", IN_ONE, json.dumps(
+        [(name, source, json.dumps(cases)) for name, source, cases in programs]
+    ), ROCM_HWQ_AUTOSET="0")  # fmt: skip
+    said: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("PROGRAM "):
+            said[line[8:]] = []
+        elif said:
+            said[list(said)[-1]].append(line)
+    assert list(said) == [name for name, _, _ in programs], done.stderr[-2000:]
+    return {name: "\n".join(lines) for name, lines in said.items()}
+
+
+@pytest.fixture(scope="module")
+def every_case(python: str, readers: dict[str, str]) -> dict[tuple[str, str, str], Any]:
     every = json.dumps([case_args(*case) for case in CASES])
-    env = {"ROCM_HWQ_AUTOSET": "0"}
-    raw_out = run(python, "-c", RAW, every, **env).stdout
-    ours_out = run(python, "-c", OURS, every, **env).stdout
+    raw_out = run(python, "-c", RAW, every, ROCM_HWQ_AUTOSET="0").stdout
+    ours_out = readers["OURS"]
     raw = [json.loads(line[4:]) for line in raw_out.splitlines() if line[:4] == "RAW "]
     ours = [json.loads(line[5:]) for line in ours_out.splitlines()
             if line[:5] == "OURS "]  # fmt: skip
@@ -218,20 +255,24 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def test_a_refusal_names_its_cause(python: str, request: pytest.FixtureRequest) -> None:
+#: REFUSALS' cases: a value from the command line torchtitan refuses, and a
+#: module whose registry imports a package missing here.
+REFUSED = [
+    [
+        *case_args("graph_trainer.llama3", "graph_trainer_llama3_debugmodel", "none"),
+        "--parallelism.tensor_parallel_degree=0",
+    ],
+    ["--module", "flux", "--config", "flux_debugmodel"],
+]
+
+
+def test_a_refusal_names_its_cause(
+    readers: dict[str, str], request: pytest.FixtureRequest
+) -> None:
     """A value from the command line names its flag; torchtitan's "Cannot
     import config_registry for module 'flux'" names the package that is really
     missing."""
-    cases = [
-        [
-            *case_args(
-                "graph_trainer.llama3", "graph_trainer_llama3_debugmodel", "none"
-            ),
-            "--parallelism.tensor_parallel_degree=0",
-        ],
-        ["--module", "flux", "--config", "flux_debugmodel"],
-    ]
-    out = run(python, "-c", REFUSALS, json.dumps(cases), ROCM_HWQ_AUTOSET="0").stdout
+    out = readers["REFUSALS"]
     has = [json.loads(line[4:]) for line in out.splitlines() if line[:4] == "HAS "]
     said = [json.loads(line[5:]) for line in out.splitlines() if line[:5] == "SAID "]
     assert len(said) == 2, out[-2000:]
@@ -269,23 +310,26 @@ DSV3_EP2 = ["--module", "graph_trainer.deepseek_v3", "--config",
             "--training.disable_cuda_graphs"]  # fmt: skip
 
 
-def test_the_streams_q_leaves_out_from_real_configs(python: str) -> None:
+#: LEFT_OUT's cases.
+LEFT = [
+    ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm", *TP2],
+    ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm"],
+    ["--module", "llama3", "--config", "llama3_debugmodel", *TP2,
+     "--compile.enable", "--compile.enable_async_tensor_parallel"],
+    [*DSV3_EP2, "--compile.ep_overlap.enabled"],
+    [*DSV3_EP2, "--compile.ep_overlap.enabled", "--compile.ep-overlap.no-enabled"],
+]  # fmt: skip
+
+
+def test_the_streams_q_leaves_out_from_real_configs(readers: dict[str, str]) -> None:
     """torchtitan 0.3.0's own recipes: the dist-GEMM projections found in the
     model spec (``llama3_debugmodel_dist_gemm``), async TP from
     ``compile.enable_async_tensor_parallel``, graph_trainer's EP overlap from
     the nested ``compile.ep_overlap.enabled`` (tyro's negation too), the core
     trainer's CUDA graphs read and never a stream; Q as without them."""
-    cases = [
-        ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm", *TP2],
-        ["--module", "llama3", "--config", "llama3_debugmodel_dist_gemm"],
-        ["--module", "llama3", "--config", "llama3_debugmodel", *TP2,
-         "--compile.enable", "--compile.enable_async_tensor_parallel"],
-        [*DSV3_EP2, "--compile.ep_overlap.enabled"],
-        [*DSV3_EP2, "--compile.ep_overlap.enabled", "--compile.ep-overlap.no-enabled"],
-    ]  # fmt: skip
-    out = run(python, "-c", LEFT_OUT, json.dumps(cases), ROCM_HWQ_AUTOSET="0").stdout
+    out = readers["LEFT_OUT"]
     said = [json.loads(line[5:]) for line in out.splitlines() if line[:5] == "LEFT "]
-    assert len(said) == len(cases), out[-2000:]
+    assert len(said) == len(LEFT), out[-2000:]
     assert [(s["left_out"], s["asked"][:3]) for s in said] == [
         (["symm_mem"], [False, True, False]),
         ([], [False, True, False]),  # no TP: the stock projections run
