@@ -44,8 +44,12 @@ and skipped).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from _venvs import (
@@ -64,7 +68,30 @@ from _venvs import (
 
 PARSER = "tomllib" if sys.version_info >= (3, 11) else "tomli"
 JOB = ROOT / "examples" / "deepseek_v3_16b.toml"
-LAUNCH = ["--job.config_file", str(JOB), "--parallelism.expert_parallel_degree", "2"]
+
+
+@contextlib.contextmanager
+def inside(tmp: Path) -> Iterator[None]:
+    """Run in ``tmp``: a ``-c`` program's first path entry is the working
+    folder, whose length changes the count as the config's path does."""
+    here = os.getcwd()
+    os.chdir(tmp)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def launch_in(tmp: Path) -> list[str]:
+    """The TOML launch's arguments, its config copied into ``tmp``: the
+    decision reads the file's path, whose length and depth change its count,
+    so it is the same wherever the checkout lies (``tmp`` is ``workdir()``)."""
+    job = tmp / JOB.name
+    if not job.exists():
+        shutil.copyfile(JOB, job)
+    return ["--job.config_file", str(job), "--parallelism.expert_parallel_degree", "2"]
+
+
 #: The package, and the gate module the .pth line imports beside it.
 OURS = ("rocm_hwq_autoset", "_rocm_hwq_autoset_gate")
 SHOW_MODULES = (
@@ -101,20 +128,21 @@ NEAR_MISSES = {
 }
 
 
-def modules(python: str, env: dict[str, str]) -> list[Path]:
+def modules(python: str, env: dict[str, str], tmp: Path) -> list[Path]:
     files = subprocess.run(
-        [python, "-c", SHOW_MODULES, *LAUNCH],
+        [python, "-c", SHOW_MODULES, *launch_in(tmp)],
         capture_output=True, text=True, env=env, check=True,
     ).stdout.split()  # fmt: skip
     return [Path(f) for f in files]
 
 
-def import_costs(python: str, env: dict[str, str]) -> list[tuple[str, int]]:
+def import_costs(python: str, env: dict[str, str], tmp: Path) -> list[tuple[str, int]]:
     """Each package module a TOML launch imports, in the order its import ends
     (``-X importtime``), with what importing it adds once the ones before it
     are in (the switch off: imports only)."""
+    launch = launch_in(tmp)
     trace = subprocess.run(
-        [python, "-X", "importtime", "-c", f"import {PARSER}", *LAUNCH],
+        [python, "-X", "importtime", "-c", f"import {PARSER}", *launch],
         capture_output=True, text=True, env=env, check=True,
     ).stderr  # fmt: skip
     order = [line.rsplit("|", 1)[-1].strip() for line in trace.splitlines()]
@@ -122,7 +150,7 @@ def import_costs(python: str, env: dict[str, str]) -> list[tuple[str, int]]:
     off = {**env, "ROCM_HWQ_AUTOSET": "0"}
     counts = [
         instructions(python, ["-c", f"import {', '.join([PARSER, *order[:k]])}",
-                              *LAUNCH], off)
+                              *launch], off)
         for k in range(len(order) + 1)
     ]  # fmt: skip
     return [(name, counts[k + 1] - counts[k]) for k, name in enumerate(order)]
@@ -227,17 +255,18 @@ def launch_figures(
             pip(python, "tomli")
     env = base_env(ROCM_HWQ_AUTOSET_LOG="quiet", PYTHONHASHSEED="0")
     launch_env = {**env, "PYTHONPATH": str(fake_torch(tmp))}
+    args = launch_in(tmp)
     for python in pythons.values():  # compile the .pyc files once
         subprocess.run([python, "-c", f"import {parser}"], check=True, env=env)
-        subprocess.run([python, "-c", "pass", *LAUNCH], check=True, env=launch_env)
+        subprocess.run([python, "-c", "pass", *args], check=True, env=launch_env)
     idle = {k: instructions(p, ["-c", "pass"], env) for k, p in pythons.items()}
     bare = {"idle": idle["bare"]}
     figures = {k: {"idle": idle[k] - idle["bare"]} for k in pythons if k != "bare"}
     if launch:
-        parse = ["-c", f"import {parser}", *LAUNCH]
+        parse = ["-c", f"import {parser}", *args]
         runs = {k: instructions(p, parse, launch_env) for k, p in pythons.items()}
-        load = f"import {parser}; {parser}.load(open({str(JOB)!r}, 'rb'))"
-        loaded = instructions(pythons["bare"], ["-c", load, *LAUNCH], launch_env)
+        load = f"import {parser}; {parser}.load(open({args[1]!r}, 'rb'))"
+        loaded = instructions(pythons["bare"], ["-c", load, *args], launch_env)
         bare.update(launch=runs["bare"], parsing=loaded - runs["bare"])
         for k, found in figures.items():
             total = runs[k] - runs["bare"]
@@ -298,7 +327,7 @@ def main() -> None:
     require_valgrind()
     versions = ("after",) if args.quick else ("before", "after")
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    with workdir() as tmp:
+    with workdir() as tmp, inside(tmp):
         pythons = {"bare": make_venv(tmp / "bare")}
         wheels = {}
         if "before" in versions:
@@ -311,8 +340,8 @@ def main() -> None:
                               PYTHONPATH=str(fake_torch(tmp)))  # fmt: skip
         costs: dict[str, list[tuple[str, int]]] = {}
         if not args.quick:
-            costs = {"after": import_costs(pythons["after"], launch_env)}
-        files = {k: modules(pythons[k], launch_env) for k in versions}
+            costs = {"after": import_costs(pythons["after"], launch_env, tmp)}
+        files = {k: modules(pythons[k], launch_env, tmp) for k in versions}
         lines = {k: sum(len(f.read_text().splitlines()) for f in fs)
                  for k, fs in files.items()}  # fmt: skip
         table = per_version(tmp, wheels["after"], (here,) if args.quick else VERSIONS)
