@@ -117,8 +117,8 @@ def is_own_command(kind: str, name: str) -> bool:
 #: which costs a start-up nothing to build (a frozenset and a tuple of the
 #: same names cost every TOML launch 31 k instructions to import, issue #39).
 TORCHRUN_FLAGS = (
-    " -h --help --standalone -m --module --no-python --no_python --run-path"
-    " --run_path --virtual-local-rank --virtual_local_rank --use-env --use_env "
+    " -h --help --standalone -m --module --no-python --no_python --use-env"
+    " --use_env --run-path --run_path --virtual-local-rank --virtual_local_rank "
 )
 #: torchrun's options that take a value, for argparse's abbreviations.
 TORCHRUN_OPTIONS = (

@@ -178,8 +178,10 @@ TORCHRUN_LINES = [
     (["--standalone", "-", "--job.config_file", "j"],  # the script on stdin
      ("script", "-", ["--job.config_file", "j"])),
     (["--standalone", "train.py", "a"], ("script", "train.py", ["a"])),
-    # the last of each table: a flag, an option with its value
-    (["--use_env", "--shutdown_timeout", "9", "t.py"], ("script", "t.py", [])),
+    # the last of each table: a flag, an option with its value (both
+    # torchrun's: --use_env, torch.distributed.launch's, it refuses)
+    (["--virtual_local_rank", "--shutdown_timeout", "9", "t.py"],
+     ("script", "t.py", [])),
 ]  # fmt: skip
 
 
