@@ -610,6 +610,29 @@ EQUIVALENT: list[Equivalent] = [
         " false as False.",
     ),
     Equivalent(
+        "_cli.doctor",
+        "add_arguments",
+        "add_options(parser, OPTIONS)",
+        "add_options(None, OPTIONS)",
+        "doctor has no option of its own (OPTIONS is empty): nothing is added"
+        " to any parser.",
+    ),
+    Equivalent(
+        "_cli.doctor",
+        "training_python_check",
+        "timeout=TRAINING_PYTHON_TIMEOUT, stdin=subprocess.DEVNULL,",
+        "timeout=TRAINING_PYTHON_TIMEOUT, stdin=None,",
+        "The probe is a -c program that reads no input: the python on PATH"
+        " never reads the stdin it inherits.",
+    ),
+    Equivalent(
+        "_cli.doctor",
+        "training_python_check",
+        "timeout=TRAINING_PYTHON_TIMEOUT, stdin=subprocess.DEVNULL,",
+        "timeout=TRAINING_PYTHON_TIMEOUT, )  # fmt: skip",
+        "As above.",
+    ),
+    Equivalent(
         "_cli.explain",
         "as_text",
         '79, subsequent_indent="  ",',

@@ -417,6 +417,9 @@ _TRAINING_PYTHON_PROBE = (
     f"print(any(os.path.isfile(os.path.join(d, {PTH!r})) for d in dirs))\n"
 )
 
+#: Seconds the python on ``PATH`` has to answer :data:`_TRAINING_PYTHON_PROBE`.
+TRAINING_PYTHON_TIMEOUT = 30
+
 
 def training_python_check() -> Row:
     """The Python that will train: the first ``python`` on ``PATH``, which
@@ -437,7 +440,7 @@ def training_python_check() -> Row:
     try:
         done = subprocess.run(
             [found, "-c", _TRAINING_PYTHON_PROBE], capture_output=True, text=True,
-            timeout=30, stdin=subprocess.DEVNULL,
+            timeout=TRAINING_PYTHON_TIMEOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         prefix, version, has_pth = done.stdout.split("\n")[:3]
     except (OSError, ValueError, subprocess.SubprocessError) as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shutil
 import site
 import sys
 from pathlib import Path
@@ -213,7 +214,9 @@ def test_a_world_size_it_cannot_read_is_unhealthy(
     training = argparse.Namespace(training=["--job.config_file", rocm_job])
     assert _doctor.run(training, out) == 1
     summary = out.getvalue().split("\n\n")[-1]
-    assert summary.count("\n") == 2 and max(map(len, summary.splitlines())) <= 79
+    lines = summary.splitlines()
+    assert len(lines) == 2 and max(map(len, lines)) <= 79
+    assert len(f"{lines[0]} {lines[1].split()[0]}") > 79  # no room for one more
     assert " ".join(summary.split()) == f"unhealthy: {launch.topic}: {launch.detail}"
 
 
@@ -636,6 +639,27 @@ def test_the_report_on_a_terminal(
     assert summary.count("\n") == 2 and max(map(len, summary.splitlines())) <= 79
 
 
+def test_the_gate_is_checked_where_site_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gate's row is in the report, but not under ``python -S`` (no
+    ``.pth`` runs there: the site row says so)."""
+    monkeypatch.setattr(_doctor, "gate_check", lambda: Row("ok", "GATE-ROW", "x"))
+    for no_site, shown in ((0, True), (1, False)):
+        monkeypatch.setattr(sys, "flags", Flags(no_site=no_site))
+        out = io.StringIO()
+        _doctor.run(argparse.Namespace(training=[]), out)
+        assert ("GATE-ROW" in out.getvalue().split()) is shown, no_site
+
+
+def test_a_start_up_file_without_a_checkout_copy_is_not_stale(tmp_path: Path) -> None:
+    """Nothing of that name beside the package (not an editable install's
+    checkout): nothing to compare, nothing stale."""
+    installed = tmp_path / "x.pth"
+    installed.write_text("import x\n")
+    assert _doctor.stale_copy(str(installed), "no-such-start-up-file.pth") is None
+
+
 def test_a_long_summary_breaks_only_between_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -695,7 +719,8 @@ def gate_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Row]:
         )  # fmt: skip
         patch.setattr(_doctor, "installed_file", lambda name: None)
         found.append(_doctor.gate_check())
-        patch.setattr(_doctor, "installed_file", lambda name: str(other))
+        patch.setattr(_doctor, "installed_file",
+                      lambda name: {other.name: str(other)}.get(name))  # fmt: skip
         found.append(_doctor.gate_check())
         other.write_text(other.read_text() + "# an older gate\n")
         found.append(_doctor.gate_check())
@@ -726,6 +751,16 @@ def test_the_installed_files_are_the_distributions(
 
     monkeypatch.setattr(metadata, "distribution", none)
     assert _doctor.installed_file("rocm_hwq_autoset.pth") is None
+
+
+def test_a_misspelt_variables_value_may_hold_an_equals_sign(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The row's topic is the variable, its detail from the value on."""
+    monkeypatch.setenv("ROCM_HWQ_AUTSET", "a=b")
+    [slip] = [c for c in environment_checks([]) if c.topic.startswith("ROCM_HWQ_AUTS")]
+    assert (slip.status, slip.topic) == ("FAIL", "ROCM_HWQ_AUTSET")
+    assert slip.detail.startswith("'a=b' ")
 
 
 @pytest.mark.parametrize(
@@ -774,6 +809,72 @@ def test_the_python_that_will_train_is_checked(
     said = said.replace(str(other.parent), "V").replace(version, "X.Y.Z")
     check_golden(GOLDEN / "cli" / "doctor-python-on-path.txt", said)
     assert PTH + ":" in theirs.detail.split()
+
+
+def test_without_a_python_on_path_the_training_python_is_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``python`` on ``PATH``: nothing to ask, a note (not a failure)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    found = _doctor.training_python_check()
+    assert (found.status, found.topic) == ("note", "python on PATH")
+    assert found.detail.startswith("none:")
+
+
+#: Another Python's answer to doctor's probe: its prefix (with a blank) and
+#: version; whether its site holds the ``.pth`` follows.
+ANSWER = "printf '/opt/a b\\n3.99.0\\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "shown", "wait"),
+    [
+        # another path to this interpreter: its prefix is this one's
+        (f'exec {sys.executable} "$@"', "ok", "this interpreter", 30),
+        # another Python (a prefix with a blank), with the .pth, and without
+        (f"{ANSWER}True\\n'", "ok", "(3.99.0)", 30),
+        (f"{ANSWER}False\\n'", "FAIL", "(3.99.0)", 30),
+        # no answer, and one after the wait
+        ("exit 0", "FAIL", "asked", 30),
+        (f"{shutil.which('sleep')} 3; {ANSWER}True\\n'", "FAIL", "asked", 0.5),
+    ],
+)  # fmt: skip
+def test_the_python_on_path_is_asked_for_its_prefix_version_and_hook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, status: str,
+    shown: str, wait: float,
+) -> None:  # fmt: skip
+    """The first ``python`` on ``PATH``, in a folder of its own, answers the
+    probe (or does not, within ``wait`` seconds): its status, and the words
+    of its detail that tell which answer it was."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{script}\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(_doctor, "TRAINING_PYTHON_TIMEOUT", wait)
+    found = _doctor.training_python_check()
+    assert (found.status, found.topic) == (status, "python on PATH")
+    assert found.detail.startswith(f"{python}") and shown in found.detail
+
+
+def test_the_python_version_doctor_checks_is_the_running_ones() -> None:
+    assert _doctor.python_version() == tuple(sys.version_info[:2])
+
+
+def test_the_reinstall_command_is_the_distributions_else_a_plain_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command of ``_rocm_hwq_autoset_reinstall`` (its one home) where
+    it imports; else pip's for the index, with the editable install's in
+    brackets."""
+    from _rocm_hwq_autoset_reinstall import reinstall
+
+    assert _doctor.reinstall_command() == reinstall()[1]
+    monkeypatch.setitem(sys.modules, "_rocm_hwq_autoset_reinstall", None)
+    command, _, editable = _doctor.reinstall_command().partition(" (")
+    assert command.split() == [
+        "pip", "install", "--force-reinstall", "--no-deps", "rocm-hwq-autoset"
+    ]  # fmt: skip
+    assert editable.endswith(")") and {"-e", "CHECKOUT"} <= set(editable.split())
 
 
 def test_the_wording_of_doctor(
