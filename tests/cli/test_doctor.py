@@ -531,6 +531,28 @@ def test_an_empty_start_file_turns_the_hook_off_on_python_3_15(layout: Any) -> N
 
 
 #: Site folders whose start-up files run in another order on 3.15 (PEP 829).
+def test_the_distributions_pth_is_checked_against_the_checkouts(
+    layout: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install's ``.pth`` in site-packages, which ``site`` runs,
+    is compared with the checkout's (``stale_copy``): its answer is a
+    failing row. One the distribution put elsewhere is not the one run."""
+    monkeypatch.setattr(
+        _doctor, "stale_copy", lambda installed, name: f"{installed} {name}"
+    )
+    for folder, stale in (("site-b", [("FAIL", PTH, f"T/site-b/{PTH} {PTH}")]),
+                          ("site-a", [])):  # fmt: skip
+        monkeypatch.setattr(_doctor, "installed_file",
+                            {PTH: str(tmp_path / folder / PTH)}.get)  # fmt: skip
+        assert layout({"site-b": [PTH]})[2:] == stale, folder
+
+
+def test_one_file_before_the_hook_is_counted_as_one(layout: Any) -> None:
+    found = layout({"site-a": ["aa.pth", PTH]}, texts={"aa.pth": "import x\n"})
+    assert statuses(found)[1] == ("note", "before it")
+    assert found[1][2].split()[:3] == ["1", "start-up", "file"]
+
+
 ORDERED = {"site-a": ["aa_first.start", "aa_probe.pth", "bb.pth", "bb.start", PTH,
                       START, "zz_after.pth", "zz_late.start"],
            "user": ["a_user.start", "u.pth"]}  # fmt: skip
