@@ -610,6 +610,29 @@ EQUIVALENT: list[Equivalent] = [
         " false as False.",
     ),
     Equivalent(
+        "_cli._common",
+        "fail",
+        "line = fit(message, limit=MAX_ERROR)",
+        "line = fit(message, )",
+        "MAX_ERROR is MAX_LINE, fit's default limit.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "fail",
+        'subsequent_indent="  ", break_long_words=False,',
+        'subsequent_indent="  ", break_long_words=None,',
+        "textwrap only tests break_long_words for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli._common",
+        "fail",
+        'break_on_hyphens=False) + "\\n"  # fmt: skip',
+        'break_on_hyphens=None) + "\\n"  # fmt: skip',
+        "textwrap only tests break_on_hyphens for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
         "_cli.doctor",
         "add_arguments",
         "add_options(parser, OPTIONS)",

@@ -13,7 +13,7 @@ import pytest
 from rocm_hwq_autoset import _argv, _hook
 from rocm_hwq_autoset._argv import MODULE_FORM, TOML_FORM
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._cli._common import Reading, launch_of
+from rocm_hwq_autoset._cli._common import Reading, fail, launch_of
 
 from ..data import kernel, write_trace
 from ..helpers import child_env
@@ -127,3 +127,19 @@ def test_the_dispatcher_imports_only_the_command_that_runs(tmp_path: Path) -> No
 def test_the_dispatcher_reads_no_private_argparse_state() -> None:
     source = (ROOT / "rocm_hwq_autoset" / "_cli" / "__init__.py").read_text()
     assert "._actions" not in source and "_option_string_actions" not in source
+
+
+def test_an_error_is_one_line_and_whole_only_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A message too long for its line is cut there; with ``whole``, it
+    follows wrapped at 79 columns, never inside a word (a path, a flag,
+    hyphens and all)."""
+    long_word = "/" + "a-b" * 40
+    message = f"{long_word} " + "word " * 60
+    assert fail(message) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert fail(message, whole=True) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 2 and max(len(line) for line in lines[2:]) <= 79
+    assert long_word in lines[1].split()
