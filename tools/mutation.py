@@ -611,6 +611,14 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_cli._common",
+        "misspelt_variables",
+        "if name.upper() == meant or edits_within(name.upper(), meant, MAX_EDITS):",
+        "if name.lower() == meant or edits_within(name.upper(), meant, MAX_EDITS):",
+        "edits_within(name.upper(), meant, ...) holds wherever name.upper() =="
+        " meant (no edit at all): the first test only spares the search.",
+    ),
+    Equivalent(
+        "_cli._common",
         "fail",
         "line = fit(message, limit=MAX_ERROR)",
         "line = fit(message, )",

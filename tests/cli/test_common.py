@@ -143,3 +143,13 @@ def test_an_error_is_one_line_and_whole_only_when_asked(
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 2 and max(len(line) for line in lines[2:]) <= 79
     assert long_word in lines[1].split()
+
+
+def test_only_options_of_one_exclusive_group_are_refused_together(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``explain``'s table: ``--json`` and ``--export`` are one group; its
+    other options, in none, go with each other."""
+    assert main(["explain", "--json", "--export"]) == 2
+    assert main(["explain", "--json", "--verbose", "--world-size", "8"]) == 0
+    capsys.readouterr()
