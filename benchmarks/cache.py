@@ -380,7 +380,12 @@ def quick_round(
         unchecked hits would take for one launch's ranks)."""
         return on(shared, SLURM_JOB_ID="1", SLURM_STEP_ID=str(next(steps)))
 
-    note(f"{RANKS} ranks, first launch", bench.ranks(**step()), None)
+    # The entry is stored at the idle priority, within STORE_SECONDS of its
+    # launch's end: on a busy machine it may not be, and the next one stores it.
+    for _ in range(3):
+        note(f"{RANKS} ranks, first launch", bench.ranks(**step()), None)
+        if entry_key(shared) is not None:
+            break
     note(f"{RANKS} ranks, relaunch", bench.ranks(**step()), True)
     note("one node, hook off", bench.one_node(**OFF), False)
     note("one node, relaunch (warm)", bench.one_node(**step()), True)
@@ -397,14 +402,23 @@ def quick_round(
     return times, counts, shared
 
 
+def entry_key(cache: str) -> str | None:
+    """The key of the one entry ``cache`` holds; None before one is stored."""
+    keys = [
+        name[: -len(".json")] for name in os.listdir(cache) if name.endswith(".json")
+    ]
+    if len(keys) > 1:
+        raise RuntimeError(f"{cache}: entries {keys}, not one")
+    return keys[0] if keys else None
+
+
 def unchecked(cache: str) -> int:
     """The launches that took the one entry in ``cache`` on this machine since
     it was last evaluated or checked here."""
     found, why = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": cache}, create=False)
-    if found is None:
-        raise RuntimeError(f"{cache}: {why}")
-    (key,) = [name[: -len(".json")] for name in os.listdir(found.path)
-              if name.endswith(".json")]  # fmt: skip
+    key = entry_key(cache)
+    if found is None or key is None:
+        raise RuntimeError(f"{cache}: {why or 'no entry'}")
     return len(found.unchecked(key) or ())
 
 
