@@ -69,6 +69,8 @@ MAX_VARIANTS = 8
 MAX_ENTRIES = 32
 #: Largest entry read: torchtitan 0.3.0's are ~0.5 MB.
 MAX_ENTRY_BYTES = 16 << 20
+#: The kernel's list of the locks held and waited for (Linux).
+PROC_LOCKS = "/proc/locks"
 #: Temporary, lock and result files older than this are left-overs.
 STALE_SECONDS = 24 * 3600
 #: Largest record of the launches that took an entry read: a line of 17 bytes
@@ -647,6 +649,24 @@ class Cache:
         except OSError:  # no locks here (an NFS mount without them): alone
             pass
         return True
+
+    def waited_on(self, name: str) -> bool:
+        """Whether a process of this host waits for the lock file ``name``
+        (its blocked ``flock``, a ``->`` line of Linux's ``/proc/locks`` on the
+        file's inode number: a device as ``stat`` gives it may not be the one
+        listed, and a match of another file's only costs the caller some CPU).
+        False where that cannot be told."""
+        try:
+            inode = str(os.stat(name, dir_fd=self.dir(), follow_symlinks=False).st_ino)
+            with open(PROC_LOCKS, "rb") as locks:
+                listed = locks.read().decode("ascii", "replace").splitlines()
+        except (OSError, ConfigError):
+            return False
+        return any(  # "1: -> FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> ..."
+            fields[1:2] == ["->"] and fields[6:7] != []
+            and fields[6].endswith(f":{inode}")
+            for fields in map(str.split, listed)
+        )  # fmt: skip
 
     def lock_file(self, key: str) -> str:
         return f"{key}.{host()}.lock"

@@ -4,6 +4,7 @@ entry must match, when an entry is trusted, how it is written and pruned."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -1022,3 +1023,37 @@ def test_only_a_directory_the_cache_made_is_tagged_and_pruned(
     (user / "CACHEDIR.TAG").unlink()
     (user / "CACHEDIR.TAG").symlink_to(tmp_path / "new" / "CACHEDIR.TAG")
     assert not cache.tagged()
+
+
+WAITS = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_cache.PROC_LOCKS), reason="no /proc/locks")
+def test_a_lock_is_waited_on_while_another_process_blocks_on_it(cache: Cache) -> None:
+    """The evaluator asks it once it answered: ranks blocked on its lock wait
+    for what it publishes."""
+    name, other = cache.lock_file(K[0]), cache.lock_file(K[1])
+    assert not cache.waited_on(name)  # no such file
+    held = os.open(os.path.join(cache.path, name), os.O_RDWR | os.O_CREAT, 0o600)
+    Path(cache.path, other).touch()
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the evaluator's
+        assert not cache.waited_on(name)  # held, nobody waits
+        peer = subprocess.Popen(
+            [sys.executable, "-c", WAITS, os.path.join(cache.path, name)]
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while not cache.waited_on(name) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert (cache.waited_on(name), cache.waited_on(other)) == (True, False)
+        finally:
+            peer.kill()
+            peer.wait(10)
+        assert not cache.waited_on(name)
+    finally:
+        os.close(held)
