@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 #: The package's name as it shows itself: its distribution (``pip list``), its
 #: command, the prefix of its lines, its cache's folder, who set a value it set.
 NAME = "rocm-hwq-autoset"
+#: Its start-up files in a site-packages folder: the ``.pth`` line, and Python
+#: 3.15's entry point (PEP 829).
+PTH = "rocm_hwq_autoset.pth"
+START = "rocm_hwq_autoset.start"
 
 # HIP's own variable.
 
