@@ -70,8 +70,9 @@ QUIET, VERBOSE, DEFAULT_LOG = "quiet", "verbose", "default"
 #: shared file system without letting a hung import hold a launch for long.
 TIMEOUT = "ROCM_HWQ_AUTOSET_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
-#: The longest allowed: a day is past any evaluation, and a longer wait would
-#: overflow the system's own timers (``select`` takes a ``time_t``).
+#: The longest allowed: a day is past any evaluation, and ten of them (a
+#: check's) stay within the system's own timers (``poll`` takes milliseconds
+#: in a C ``int``: 24 days).
 MAX_TIMEOUT = 86400.0
 
 # What the package writes beside the value.

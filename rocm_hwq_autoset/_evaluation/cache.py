@@ -128,9 +128,9 @@ TAG_TEXT = (
 def location(environ: Mapping[str, str]) -> str | None:
     """The cache directory for this environment: ``ROCM_HWQ_AUTOSET_CACHE_DIR``,
     else ``$XDG_CACHE_HOME/rocm-hwq-autoset``, else ``~/.cache/rocm-hwq-autoset``;
-    None where there is no home (``HOME`` unset or relative, and no passwd
-    entry): no cache then, never a folder in a directory others can write (the
-    system's temporary one) nor a literal ``~`` in the working directory.
+    None where there is no home (:func:`_home`): no cache then, never a folder
+    in a directory others can write (the system's temporary one), a literal
+    ``~`` in the working directory, nor a home made for it.
     ``ConfigError`` for a ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is
     none of."""
     chosen = environ.get(CACHE_DIR)
@@ -152,10 +152,14 @@ def location(environ: Mapping[str, str]) -> str | None:
 
 
 def _home(environ: Mapping[str, str]) -> str | None:
-    """This user's home: ``HOME`` when it is an absolute path, else the passwd
-    entry's; None for a uid with neither."""
+    """This user's home: ``HOME`` when it is an absolute path to a directory
+    that is there, else the passwd entry's when it is one; None for a uid with
+    neither. A home that is not there is none (``HOME=/nonexistent``,
+    ``nobody``'s passwd entry, a container's user without a home): the cache
+    makes its folders in a home, never the home itself (was: a root launch
+    made ``/nonexistent/.cache/rocm-hwq-autoset``)."""
     home = environ.get("HOME", "")
-    if os.path.isabs(home):
+    if os.path.isabs(home) and os.path.isdir(home):
         return home
     try:
         import pwd
@@ -163,7 +167,7 @@ def _home(environ: Mapping[str, str]) -> str | None:
         found = pwd.getpwuid(os.getuid()).pw_dir
     except (ImportError, KeyError):  # a uid with no passwd entry
         return None
-    return found if os.path.isabs(found) else None
+    return found if os.path.isabs(found) and os.path.isdir(found) else None
 
 
 #: Why a lookup takes no entry that is there: its own words, one home each.

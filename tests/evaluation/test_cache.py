@@ -60,13 +60,13 @@ def test_the_words_of_each_entry_not_taken() -> None:
 @pytest.mark.parametrize(
     ("environ", "where"),
     [
-        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"},
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/"},
          "/c"),
-        ({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/rocm-hwq-autoset"),
-        ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
-        ({"HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
-        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/h"},
-         "/h/.cache/rocm-hwq-autoset"),
+        ({"XDG_CACHE_HOME": "/x", "HOME": "/"}, "/x/rocm-hwq-autoset"),
+        ({"XDG_CACHE_HOME": "relative", "HOME": "/"}, "/.cache/rocm-hwq-autoset"),
+        ({"HOME": "/"}, "/.cache/rocm-hwq-autoset"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/"},
+         "/.cache/rocm-hwq-autoset"),
     ],
 )  # fmt: skip
 def test_location(environ: dict[str, str], where: str) -> None:
@@ -110,6 +110,34 @@ def test_a_uid_with_no_home_has_no_cache(
     assert caught.value.reason.split()[0] == "'~/cache':"
     check_lines(request, [("ROCM_HWQ_AUTOSET_CACHE_DIR=~/cache, no home",
                            str(caught.value))])  # fmt: skip
+
+
+def test_a_home_that_is_not_there_is_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A container's ``HOME=/nonexistent`` (``nobody``'s passwd home, the mark
+    of a user without one): no cache, and no home made for it. Was: the
+    cache's folders made "on the way", the home among them, so that a root
+    launch made ``/nonexistent/.cache/rocm-hwq-autoset``. Where ``HOME``
+    names none, the passwd entry's home serves, when it is there."""
+    import pwd
+
+    gone = tmp_path / "nonexistent"
+    passwd = tmp_path / "passwd home"
+
+    def entry(uid: int) -> Any:
+        return type("pw", (), {"pw_dir": str(passwd)})()
+
+    monkeypatch.setattr(pwd, "getpwuid", entry)
+    for environ in ({"HOME": str(gone)}, {"HOME": str(gone), "XDG_CACHE_HOME": ""}):
+        assert location(environ) is None
+        assert open_cache(environ) == (None, _cache.NO_HOME)
+    assert not gone.exists() and not passwd.exists()
+    passwd.mkdir()
+    assert location({"HOME": str(gone)}) == str(passwd / ".cache" / "rocm-hwq-autoset")
+    cache, problem = open_cache({"HOME": str(gone)})
+    assert cache is not None and problem == ""
+    assert not gone.exists()
 
 
 def test_the_switch(tmp_path: Path) -> None:
