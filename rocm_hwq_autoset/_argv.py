@@ -24,6 +24,7 @@ from ._config import (
     FIELDS,
     ConfigError,
     custom_module,
+    holds_name,
     is_torchtitans,
     never_a_typo,
     unknown_keys,
@@ -113,9 +114,9 @@ def is_own_command(kind: str, name: str) -> bool:
 #: torchrun's options that take no value (``torch.distributed.run``'s parser in
 #: torch 2.13; ``--use-env`` is ``torch.distributed.launch``'s). Every other
 #: option takes one, as every other one of torchrun's does. Like
-#: :data:`TORCHRUN_OPTIONS`, each between blanks in one string: a constant,
-#: which costs a start-up nothing to build (a frozenset and a tuple of the
-#: same names cost every TOML launch 31 k instructions to import, issue #39).
+#: :data:`TORCHRUN_OPTIONS`, names between blanks in one string, as
+#: ``_config.JOB_CONFIG``'s tables (a constant: nothing to build at start-up),
+#: asked by ``_config.holds_name``.
 TORCHRUN_FLAGS = (
     " -h --help --standalone -m --module --no-python --no_python --use-env"
     " --use_env --run-path --run_path --virtual-local-rank --virtual_local_rank "
@@ -162,7 +163,7 @@ def torchrun_program(args: Sequence[str]) -> tuple[str, str, list[str]] | None:
         if option is None or option in ("-h", "--help"):
             return None
         attached = eq or (not arg.startswith("--") and len(arg) > 2)
-        if f" {option} " in TORCHRUN_FLAGS:  # option is one whole name
+        if holds_name(TORCHRUN_FLAGS, option):
             if attached:  # "-mX", "--standalone=1": not what torchrun takes
                 return None
             module = module or option in _MODULE_FLAGS
@@ -178,12 +179,12 @@ def _torchrun_option(name: str) -> str | None:
     """The option ``name`` stands for: itself, or the one option string it
     abbreviates (argparse's ``allow_abbrev``; Python 3.11's argparse calls
     ``--nproc`` ambiguous, as it matches two spellings); None if none."""
-    known = (TORCHRUN_FLAGS + TORCHRUN_OPTIONS).split()
-    if name in known:
+    known = TORCHRUN_FLAGS + TORCHRUN_OPTIONS
+    if holds_name(known, name):
         return name
     if not name.startswith("--"):
         return None
-    matches = [o for o in known if o.startswith(name)]
+    matches = [o for o in known.split() if o.startswith(name)]
     return matches[0] if len(matches) == 1 else None
 
 

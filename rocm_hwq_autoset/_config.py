@@ -299,13 +299,14 @@ def is_torchtitans(name: str) -> bool:
     """Whether ``name`` (a dotted path; a section alone) is a field or table
     of :data:`JOB_CONFIG`."""
     table, _, key = name.rpartition(".")
-    return _holds(JOB_CONFIG.get(table, ""), key)
+    return holds_name(JOB_CONFIG.get(table, ""), key)
 
 
-def _holds(fields: str, key: str) -> bool:
-    """Whether a table's ``fields`` (as :data:`JOB_CONFIG` gives them) name
-    ``key``: one substring search (a TOML key may hold a blank: never one)."""
-    return " " not in key and f" {key} " in fields
+def holds_name(names: str, name: str) -> bool:
+    """Whether ``names``, each between blanks (:data:`JOB_CONFIG`'s tables,
+    torchrun's), hold ``name``: one substring search (a name with a blank is
+    none)."""
+    return " " not in name and f" {name} " in names
 
 
 def never_a_typo(name: str) -> bool:
@@ -354,7 +355,7 @@ def _walk(table: Mapping[str, Any], path: str, unknown: list[str]) -> None:
     known = JOB_CONFIG.get(path, "")
     for key, value in table.items():
         name = f"{path}.{key}" if path else key
-        if _holds(known, key):
+        if holds_name(known, key):
             if name in JOB_CONFIG and is_table(value):
                 _walk(value, name, unknown)
         elif name in FIELDS:

@@ -15,16 +15,12 @@ import sys
 
 from ._config import ConfigError, read_small_file
 from ._decision import WARNING, Outcome
-from ._environ import HIP_DEFAULT_QUEUES, NAME, QUEUES
+from ._environ import HIP_DEFAULT_QUEUES, NAME, PTH, QUEUES, START
 
 TYPE_CHECKING = False  # not typing's: start-up imports as little as it can
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-#: This package's start-up files: the ``.pth`` line, and Python 3.15's entry
-#: point (PEP 829). The files ``site`` runs before them may have started HIP.
-PTH = "rocm_hwq_autoset.pth"
-START = "rocm_hwq_autoset.start"
 #: Largest start-up file read (a ``.pth``, a ``.start``).
 MAX_START_FILE_BYTES = 64 << 10
 

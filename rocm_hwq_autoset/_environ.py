@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 #: The package's name as it shows itself: its distribution (``pip list``), its
 #: command, the prefix of its lines, its cache's folder, who set a value it set.
 NAME = "rocm-hwq-autoset"
+#: Its start-up files in a site-packages folder: the ``.pth`` line, and Python
+#: 3.15's entry point (PEP 829).
+PTH = "rocm_hwq_autoset.pth"
+START = "rocm_hwq_autoset.start"
 
 # HIP's own variable.
 
@@ -66,8 +70,9 @@ QUIET, VERBOSE, DEFAULT_LOG = "quiet", "verbose", "default"
 #: shared file system without letting a hung import hold a launch for long.
 TIMEOUT = "ROCM_HWQ_AUTOSET_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
-#: The longest allowed: a day is past any evaluation, and a longer wait would
-#: overflow the system's own timers (``select`` takes a ``time_t``).
+#: The longest allowed: a day is past any evaluation, and ten of them (a
+#: check's) stay within the system's own timers (``poll`` takes milliseconds
+#: in a C ``int``: 24 days).
 MAX_TIMEOUT = 86400.0
 
 # What the package writes beside the value.

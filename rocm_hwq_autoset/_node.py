@@ -27,7 +27,9 @@ from ._environ import (
     NOBODY,
     OFF,
     PACKAGE,
+    PTH,
     QUEUES,
+    START,
     SWITCH,
     UNSET,
     WORLD_SIZE,
@@ -383,10 +385,6 @@ def _parent_value(proc: str, ppid: int | None) -> str | bool | None:
         return False
 
 
-#: The start-up files that run this package's hook (Python 3.15+: the second).
-HOOK_FILES = ("rocm_hwq_autoset.pth", "rocm_hwq_autoset.start")
-
-
 def _hook_beside(words: list[str]) -> str | None:
     """This package's start-up file in a site-packages folder of the
     interpreter a command line names by its path (``PREFIX/bin/python``:
@@ -400,7 +398,7 @@ def _hook_beside(words: list[str]) -> str | None:
         for lib in sorted(libs):
             for version in sorted(os.listdir(os.path.join(prefix, lib))):
                 folder = os.path.join(prefix, lib, version, "site-packages")
-                for name in HOOK_FILES:
+                for name in (PTH, START):
                     if version.startswith("python") and os.path.isfile(
                         os.path.join(folder, name)
                     ):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 import shlex
 import zlib
@@ -179,20 +180,27 @@ def events(raw: IO[bytes], kept: dict[str, Any] | None = None) -> Iterator[Any]:
 def open_trace(path: str) -> IO[bytes]:
     """A binary stream of the trace, gunzipped when the file is gzip."""
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - handed to the caller
+        raw = open(path, "rb", buffering=0)  # noqa: SIM115 - handed to the caller
     except OSError as exc:
         raise TraceError(exc.strerror or type(exc).__name__) from None
-    head = raw.peek(6)[:6]  # not read: a pipe (verify <(zcat T)) cannot seek back
+    head = b""
+    try:  # a pipe's read may give fewer bytes: read them all
+        while len(head) < HEAD and (more := raw.read(HEAD - len(head))):
+            head += more
+    except OSError as exc:
+        raw.close()
+        raise TraceError(f"unreadable: {exc}") from None
+    stream = io.BufferedReader(_Replayed(head, raw))
     if head.startswith(GZIP_MAGIC):
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=stream)  # type: ignore[return-value]
     for magic, (kind, unpack) in COMPRESSED.items():
         if head.startswith(magic):
-            raw.close()
+            stream.close()
             raise TraceError(
                 f"{kind}-compressed, which verify does not read: unpack it"
                 f" ({unpack} {shlex.quote(path)}) and give the JSON file"
             )
-    return raw
+    return stream
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -204,6 +212,34 @@ COMPRESSED = {
     b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"),
     b"PK\x03\x04": ("zip", "unzip"),
 }
+
+
+#: The bytes of a trace's start that tell its form: the longest magic.
+HEAD = max(len(magic) for magic in (GZIP_MAGIC, *COMPRESSED))
+
+
+class _Replayed(io.RawIOBase):
+    """A file read again from its start after its :data:`HEAD` was read to
+    tell its form, without seeking back (a pipe, ``verify <(zcat T)``,
+    cannot)."""
+
+    def __init__(self, head: bytes, rest: io.FileIO) -> None:
+        self.head, self.rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        if not self.head:
+            return self.rest.readinto(buffer)
+        size = min(len(buffer), len(self.head))
+        memoryview(buffer)[:size] = self.head[:size]
+        self.head = self.head[size:]
+        return size
+
+    def close(self) -> None:
+        self.rest.close()
+        super().close()
 
 
 class Trace(NamedTuple):

@@ -226,8 +226,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_config",
         "is_torchtitans",
-        'return _holds(JOB_CONFIG.get(table, ""), key)',
-        'return _holds(JOB_CONFIG.get(table, "XXXX"), key)',
+        'return holds_name(JOB_CONFIG.get(table, ""), key)',
+        'return holds_name(JOB_CONFIG.get(table, "XXXX"), key)',
         "As above: a table JOB_CONFIG does not have holds no name either way.",
     ),
     Equivalent(

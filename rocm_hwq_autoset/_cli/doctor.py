@@ -17,12 +17,14 @@ if TYPE_CHECKING:
 from .._argv import FORMS, Launch
 from .._config import ConfigError
 from .._decision import SET, SKIP, WARNING, Outcome, unknown_warnings
-from .._early import PEP_829_PYTHON, PTH, START, early_start_files, has_entry
+from .._early import PEP_829_PYTHON, early_start_files, has_entry
 from .._environ import (
     LOG,
     NAME,
     OFF,
+    PTH,
     QUEUES,
+    START,
     SWITCH,
     TIMEOUT,
     QueuesSetting,

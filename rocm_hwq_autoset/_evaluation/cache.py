@@ -69,6 +69,8 @@ MAX_VARIANTS = 8
 MAX_ENTRIES = 32
 #: Largest entry read: torchtitan 0.3.0's are ~0.5 MB.
 MAX_ENTRY_BYTES = 16 << 20
+#: The kernel's list of the locks held and waited for (Linux).
+PROC_LOCKS = "/proc/locks"
 #: Temporary, lock and result files older than this are left-overs.
 STALE_SECONDS = 24 * 3600
 #: Largest record of the launches that took an entry read: a line of 17 bytes
@@ -126,9 +128,9 @@ TAG_TEXT = (
 def location(environ: Mapping[str, str]) -> str | None:
     """The cache directory for this environment: ``ROCM_HWQ_AUTOSET_CACHE_DIR``,
     else ``$XDG_CACHE_HOME/rocm-hwq-autoset``, else ``~/.cache/rocm-hwq-autoset``;
-    None where there is no home (``HOME`` unset or relative, and no passwd
-    entry): no cache then, never a folder in a directory others can write (the
-    system's temporary one) nor a literal ``~`` in the working directory.
+    None where there is no home (:func:`_home`): no cache then, never a folder
+    in a directory others can write (the system's temporary one), a literal
+    ``~`` in the working directory, nor a home made for it.
     ``ConfigError`` for a ``ROCM_HWQ_AUTOSET_CACHE_DIR`` under a home there is
     none of."""
     chosen = environ.get(CACHE_DIR)
@@ -150,10 +152,14 @@ def location(environ: Mapping[str, str]) -> str | None:
 
 
 def _home(environ: Mapping[str, str]) -> str | None:
-    """This user's home: ``HOME`` when it is an absolute path, else the passwd
-    entry's; None for a uid with neither."""
+    """This user's home: ``HOME`` when it is an absolute path to a directory
+    that is there, else the passwd entry's when it is one; None for a uid with
+    neither. A home that is not there is none (``HOME=/nonexistent``,
+    ``nobody``'s passwd entry, a container's user without a home): the cache
+    makes its folders in a home, never the home itself (was: a root launch
+    made ``/nonexistent/.cache/rocm-hwq-autoset``)."""
     home = environ.get("HOME", "")
-    if os.path.isabs(home):
+    if os.path.isabs(home) and os.path.isdir(home):
         return home
     try:
         import pwd
@@ -161,7 +167,7 @@ def _home(environ: Mapping[str, str]) -> str | None:
         found = pwd.getpwuid(os.getuid()).pw_dir
     except (ImportError, KeyError):  # a uid with no passwd entry
         return None
-    return found if os.path.isabs(found) else None
+    return found if os.path.isabs(found) and os.path.isdir(found) else None
 
 
 #: Why a lookup takes no entry that is there: its own words, one home each.
@@ -647,6 +653,24 @@ class Cache:
         except OSError:  # no locks here (an NFS mount without them): alone
             pass
         return True
+
+    def waited_on(self, name: str) -> bool:
+        """Whether a process of this host waits for the lock file ``name``
+        (its blocked ``flock``, a ``->`` line of Linux's ``/proc/locks`` on the
+        file's inode number: a device as ``stat`` gives it may not be the one
+        listed, and a match of another file's only costs the caller some CPU).
+        False where that cannot be told."""
+        try:
+            inode = str(os.stat(name, dir_fd=self.dir(), follow_symlinks=False).st_ino)
+            with open(PROC_LOCKS, "rb") as locks:
+                listed = locks.read().decode("ascii", "replace").splitlines()
+        except (OSError, ConfigError):
+            return False
+        return any(  # "1: -> FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> ..."
+            fields[1:2] == ["->"] and fields[6:7] != []
+            and fields[6].endswith(f":{inode}")
+            for fields in map(str.split, listed)
+        )  # fmt: skip
 
     def lock_file(self, key: str) -> str:
         return f"{key}.{host()}.lock"

@@ -171,7 +171,6 @@ def _serve(
         return
     answer = _evaluate_here(args)
     _write(out, answer.to_json())
-    lowest_priority()  # the answer is out: the workers' start-up comes first
     _share(cache, key, answer, recorder, options)
 
 
@@ -220,10 +219,20 @@ def _share(
     options: argparse.Namespace,
 ) -> None:
     """Publish any answer, with what the evaluation read, to the peers waiting
-    on the lock (they check it as an entry); then store a successful one."""
+    on the lock (they check it as an entry); then store a successful one. The
+    answer is out: this runs at the lowest CPU priority (the workers' start-up
+    comes first), but for the publishing when ranks of this node wait on the
+    lock: they would wait for an idle process, on a busy machine until their
+    timeout or until this one's launch ends it, and then evaluate each."""
+    with recorder.paused():  # the kernel's list of locks is not the config's
+        waited = cache.waited_on(cache.lock_file(key))
+    if not waited:
+        lowest_priority()
     deps = _deps(cache, recorder)
     with contextlib.suppress(Exception):  # a full or read-only cache: no matter
         cache.publish(key, answer, deps)
+    if waited:
+        lowest_priority()
     if answer.config is not None and deps is not None:
         _store(cache, key, answer.config, deps, options)
 

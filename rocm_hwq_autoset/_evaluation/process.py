@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import math
 import os
 import select
 import signal
@@ -174,11 +175,15 @@ class Child:
         if the pipe cannot be read."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
+        # poll, not select: a launcher that inherited over a thousand
+        # descriptors has this pipe past select's 1023
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while b"\n" not in self._buffer and not self._eof:
             if len(self._buffer) > MAX_LINE_BYTES:
                 break
             remaining = max(deadline - time.monotonic(), 0)
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready = poller.poll(math.ceil(remaining * 1000))  # milliseconds
             if not ready:
                 if remaining == 0:
                     return None

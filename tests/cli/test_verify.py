@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import errno
+import fcntl
 import gzip
 import io
 import json
@@ -15,7 +16,10 @@ import os
 import random
 import re
 import shlex
+import struct
+import termios
 import threading
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -460,13 +464,18 @@ def test_json_without_gpu_activity_is_said(
     ]
 
 
+@pytest.mark.parametrize("first", [0, 1])
 @pytest.mark.parametrize("gz", [False, True])
-def test_a_trace_from_a_pipe(tmp_path: Path, gz: bool) -> None:
+def test_a_trace_from_a_pipe(tmp_path: Path, gz: bool, first: int) -> None:
     """``verify <(zcat T)``: a pipe, which cannot seek back to its start (was:
-    a traceback)."""
+    a traceback), and whose first read may hold fewer bytes than tell the
+    trace's form (``first``: the first byte alone, the rest once the reader
+    took it; was: a gzip trace read as JSON)."""
     path = write_trace(tmp_path / "t.json.gz", profiler_trace(), gz=gz)
     read, write = os.pipe()
-    writer = threading.Thread(target=_write_and_close, args=(write, Path(path)))
+    writer = threading.Thread(
+        target=_write_and_close, args=(write, Path(path), first, read)
+    )
     writer.start()
     try:
         assert count_streams(f"/dev/fd/{read}") == TRACE_POOLS
@@ -475,9 +484,20 @@ def test_a_trace_from_a_pipe(tmp_path: Path, gz: bool) -> None:
         os.close(read)
 
 
-def _write_and_close(fd: int, path: Path) -> None:
+def _write_and_close(fd: int, path: Path, first: int = 0, read: int = -1) -> None:
+    """A file's bytes into a pipe: its ``first`` bytes alone, then, once the
+    reader at ``read`` took them (or after 10 s), the rest."""
+    data = path.read_bytes()
     with open(fd, "wb") as pipe:
-        pipe.write(path.read_bytes())
+        if first:
+            pipe.write(data[:first])
+            pipe.flush()
+            for _ in range(1000):
+                unread = fcntl.ioctl(read, termios.FIONREAD, bytes(4))
+                if not struct.unpack("i", unread)[0]:
+                    break
+                time.sleep(0.01)
+        pipe.write(data[first:])
 
 
 def test_a_plain_trace_named_gz_is_read_as_it_is(tmp_path: Path) -> None:

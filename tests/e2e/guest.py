@@ -178,8 +178,9 @@ FORMS = {
 }  # fmt: skip
 
 
-#: The package's own top-level modules, and its dependency's (TOML on 3.9/3.10).
-PACKAGE_MODULES = ("rocm_hwq_autoset", "_rocm_hwq_autoset_gate", "tomli")
+#: The package's own top-level modules (the gate and the modules beside it,
+#: such as 3.9's command line reader), and its dependency's (TOML on 3.9/3.10).
+PACKAGE_MODULES = ("rocm_hwq_autoset", "_rocm_hwq_autoset_", "tomli")
 
 
 def allowed(record: Mapping[str, Any], off: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -209,7 +210,7 @@ def allowed(record: Mapping[str, Any], off: Mapping[str, Any] | None) -> dict[st
         name
         for name in record["modules"]
         if name in theirs
-        or not (name in ours or name.partition(".")[0] in PACKAGE_MODULES)
+        or not (name in ours or name.partition(".")[0].startswith(PACKAGE_MODULES))
     ]
     theirs_fds = off["fds"] if off is not None else record["fds"]
     out["fds"] = {

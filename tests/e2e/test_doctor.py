@@ -13,8 +13,7 @@ import pytest
 from rocm_hwq_autoset._cli._common import AS_IF_ON_ROCM
 from rocm_hwq_autoset._cli.doctor import COLUMN, start_up_check
 from rocm_hwq_autoset._decision import SKIP, Outcome
-from rocm_hwq_autoset._early import PTH
-from rocm_hwq_autoset._environ import NAME, QUEUES, QueuesSetting
+from rocm_hwq_autoset._environ import NAME, PTH, QUEUES, QueuesSetting
 
 from ..helpers import (
     CUDA_VERSION_PY,

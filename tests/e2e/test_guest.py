@@ -26,6 +26,10 @@ def _umask_000() -> None:
     os.umask(0)
 
 
+def _umask_077() -> None:
+    os.umask(0o077)
+
+
 def _signals() -> None:
     """A job started with SIGTERM ignored (``nohup``-like) and SIGUSR2
     blocked, as a supervisor may leave them."""
@@ -48,7 +52,11 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
     "script stderr full": ("script", {"stderr": "full", "do": "silent"}, True),
     "module stderr full": ("module", {"stderr": "full", "do": "silent"}, True),
     "torchrun stderr full": ("torchrun", {"stderr": "full", "do": "silent"}, True),
+    "script stderr full, unbuffered": (
+        "script", {"stderr": "full", "do": "silent",
+                   "env": {"PYTHONUNBUFFERED": "1"}}, True),
     "script stdout full": ("script", {"stdout": "full", "do": "silent"}, True),
+    "script stdout closed": ("script", {"stdout": "closed"}, True),
     "module stdout full": ("module", {"stdout": "full", "do": "silent"}, True),
     "module stdin closed": ("module", {"stdin": "closed"}, True),
     "module stdio closed": (
@@ -65,6 +73,8 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
                                               "ROCM_HWQ_AUTOSET_CACHE_DIR": None}},
         True),
     "module umask 000": ("module", {"prepare": _umask_000}, True),
+    "module umask 077, a cached answer checked": (
+        "module", {"prepare": _umask_077, "warm": True}, True),
     "module signals": ("module", {"prepare": _signals}, True),
     "module SIGCHLD ignored": ("module", {"prepare": _no_zombies}, True),
     "torchrun signals": ("torchrun", {"prepare": _signals}, True),
@@ -73,6 +83,11 @@ CASES: dict[str, tuple[str, dict[str, Any], bool]] = {
     "module read-only cwd": ("module", {"readonly": True}, True),
     "module, a cached answer checked": ("module", {"warm": True}, True),
     "torchrun, a cached answer checked": ("torchrun", {"warm": True}, True),
+    # A pod that gets a new host name at each start, its cache kept.
+    "module, a cached answer taken under a new host name": (
+        "module", {"warm": True, "pod": True}, True),
+    "torchrun, its world in a folder with a space": (
+        "torchrun", {"spaced": True, "warm": True}, True),
     "module warnings are errors, dev mode": (
         "module", {"env": {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}}, True),
     "torchrun warnings are errors, dev mode": (
@@ -109,17 +124,30 @@ def read_only(guest: Guest) -> tuple[str, ...]:
 HOMELESS = 54321
 
 
+def namespaced(command: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """``command`` (an ``unshare`` that runs the rest), once it works here;
+    else the test skips, saying ``what`` it would have given."""
+    if shutil.which("unshare") is None:
+        pytest.skip(f"no unshare(1): no {what}")
+    probe = subprocess.run([*command, "true"], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"no {what} here: {probe.stderr.decode()[:200]}")
+    return command
+
+
+def new_host_name() -> tuple[str, ...]:
+    """What runs the program under a host name of its own (a UTS namespace):
+    a pod started again."""
+    command = ("unshare", "-u", "sh", "-c", 'hostname "$0" && exec "$@"', "pod-b")
+    return namespaced(command, "host name of its own (UTS namespace)")
+
+
 def homeless() -> tuple[str, ...]:
     """What runs the program as a uid with no home at all (no ``HOME``, no
     passwd entry): a user namespace mapping this user to :data:`HOMELESS`, who
-    then owns this user's files. Skips where user namespaces are refused."""
+    then owns this user's files."""
     command = ("unshare", "-U", f"--map-user={HOMELESS}", f"--map-group={HOMELESS}")
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1): no uid without a home")
-    probe = subprocess.run([*command, "true"], capture_output=True, timeout=30)
-    if probe.returncode != 0:
-        pytest.skip(f"user namespaces refused here: {probe.stderr.decode()[:200]}")
-    return command
+    return namespaced(command, "uid without a home (user namespace)")
 
 
 @pytest.mark.timeout(120)
@@ -132,7 +160,12 @@ def test_the_program_observes_what_it_would_without_the_hook(
 ) -> None:
     form, options, valued = CASES[name]
     options = dict(options)
+    if options.pop("spaced", False):  # its folder, cache and config
+        tmp_path = tmp_path / "a world ü"
+        tmp_path.mkdir()
     guest = Guest(tmp_path, venv)
+    if options.pop("pod", False):  # the cache filled under this host's name
+        options["prefix"] = new_host_name()
     if options.pop("readonly", False):
         options["prefix"] = read_only(guest)
     if options.pop("homeless", False):

@@ -324,21 +324,49 @@ def test_isolated_mode_still_runs_and_no_site_does_not(
     assert seen["queues"] is None and err == ""  # documented limit: -S skips site
 
 
-def test_pep_829_start_file_alone(venv: Venv, world: World) -> None:
-    """What Python 3.15 does with ``rocm_hwq_autoset.start`` (and without the
-    .pth's import line): resolve the entry point and call it."""
-    start_file = venv.site_packages / "rocm_hwq_autoset.start"
-    code = (
-        "import sys, pkgutil\n"
-        f"sys.path.append({str(venv.site_packages)!r})\n"
-        f"pkgutil.resolve_name(open({str(start_file)!r}).read().strip())()\n" + PROBE
+#: Python 3.15's ``site`` (PEP 829, ``site.StartupState``) for one site folder,
+#: run with ``-S``: every ``.pth`` import line but those of a ``<name>.pth``
+#: with a ``<name>.start`` beside it, then every ``.start`` entry point; then
+#: the program.
+SITE_3_15 = """\
+import os, pkgutil, sys
+folder = sys.argv.pop(1)
+sys.path.append(folder)
+names = sorted(os.listdir(folder))
+for name in names:
+    if name.endswith(".pth") and name[:-4] + ".start" not in names:
+        for line in open(os.path.join(folder, name)):
+            if line.startswith(("import ", "import\\t")):
+                exec(line)
+for name in names:
+    if name.endswith(".start"):
+        for line in open(os.path.join(folder, name)):
+            if line.strip() and not line.startswith("#"):
+                pkgutil.resolve_name(line.strip())()
+"""
+
+
+def test_pep_829_start_order(venv: Venv, world: World, tmp_path: Path) -> None:
+    """What Python 3.15 does with ``rocm_hwq_autoset.start``: our ``.pth``
+    line does not run (a ``.start`` beside it), every other ``.pth`` import
+    line runs first, whatever its name (``zz_``: after ours on 3.14), then our
+    entry point sets the value before the program."""
+    before = venv.site_packages / "zz_before_ours.pth"
+    before.write_text(
+        "import os; os.environ['ZZ_SAW'] = os.environ.get('GPU_MAX_HW_QUEUES', '-')\n"
     )
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(world.rocm)}
-    proc = subprocess.run(
-        [venv.python, "-S", "-c", code, "--job.config_file", str(world.job)],
-        env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert json.loads(proc.stdout)["queues"] == "8"
+    try:
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(world.rocm)}
+        code = SITE_3_15 + PROBE + "print(os.environ['ZZ_SAW'])\n"
+        proc = subprocess.run(
+            [venv.python, "-S", "-c", code, str(venv.site_packages),
+             "--job.config_file", str(world.job)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        before.unlink()
+    seen, saw = proc.stdout.splitlines()
+    assert (json.loads(seen)["queues"], saw) == ("8", "-")
     assert proc.stderr == LINE
 
 

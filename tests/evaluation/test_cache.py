@@ -4,6 +4,7 @@ entry must match, when an entry is trusted, how it is written and pruned."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -59,13 +60,13 @@ def test_the_words_of_each_entry_not_taken() -> None:
 @pytest.mark.parametrize(
     ("environ", "where"),
     [
-        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"},
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/"},
          "/c"),
-        ({"XDG_CACHE_HOME": "/x", "HOME": "/h"}, "/x/rocm-hwq-autoset"),
-        ({"XDG_CACHE_HOME": "relative", "HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
-        ({"HOME": "/h"}, "/h/.cache/rocm-hwq-autoset"),
-        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/h"},
-         "/h/.cache/rocm-hwq-autoset"),
+        ({"XDG_CACHE_HOME": "/x", "HOME": "/"}, "/x/rocm-hwq-autoset"),
+        ({"XDG_CACHE_HOME": "relative", "HOME": "/"}, "/.cache/rocm-hwq-autoset"),
+        ({"HOME": "/"}, "/.cache/rocm-hwq-autoset"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/"},
+         "/.cache/rocm-hwq-autoset"),
     ],
 )  # fmt: skip
 def test_location(environ: dict[str, str], where: str) -> None:
@@ -109,6 +110,34 @@ def test_a_uid_with_no_home_has_no_cache(
     assert caught.value.reason.split()[0] == "'~/cache':"
     check_lines(request, [("ROCM_HWQ_AUTOSET_CACHE_DIR=~/cache, no home",
                            str(caught.value))])  # fmt: skip
+
+
+def test_a_home_that_is_not_there_is_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A container's ``HOME=/nonexistent`` (``nobody``'s passwd home, the mark
+    of a user without one): no cache, and no home made for it. Was: the
+    cache's folders made "on the way", the home among them, so that a root
+    launch made ``/nonexistent/.cache/rocm-hwq-autoset``. Where ``HOME``
+    names none, the passwd entry's home serves, when it is there."""
+    import pwd
+
+    gone = tmp_path / "nonexistent"
+    passwd = tmp_path / "passwd home"
+
+    def entry(uid: int) -> Any:
+        return type("pw", (), {"pw_dir": str(passwd)})()
+
+    monkeypatch.setattr(pwd, "getpwuid", entry)
+    for environ in ({"HOME": str(gone)}, {"HOME": str(gone), "XDG_CACHE_HOME": ""}):
+        assert location(environ) is None
+        assert open_cache(environ) == (None, _cache.NO_HOME)
+    assert not gone.exists() and not passwd.exists()
+    passwd.mkdir()
+    assert location({"HOME": str(gone)}) == str(passwd / ".cache" / "rocm-hwq-autoset")
+    cache, problem = open_cache({"HOME": str(gone)})
+    assert cache is not None and problem == ""
+    assert not gone.exists()
 
 
 def test_the_switch(tmp_path: Path) -> None:
@@ -1022,3 +1051,37 @@ def test_only_a_directory_the_cache_made_is_tagged_and_pruned(
     (user / "CACHEDIR.TAG").unlink()
     (user / "CACHEDIR.TAG").symlink_to(tmp_path / "new" / "CACHEDIR.TAG")
     assert not cache.tagged()
+
+
+WAITS = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(_cache.PROC_LOCKS), reason="no /proc/locks")
+def test_a_lock_is_waited_on_while_another_process_blocks_on_it(cache: Cache) -> None:
+    """The evaluator asks it once it answered: ranks blocked on its lock wait
+    for what it publishes."""
+    name, other = cache.lock_file(K[0]), cache.lock_file(K[1])
+    assert not cache.waited_on(name)  # no such file
+    held = os.open(os.path.join(cache.path, name), os.O_RDWR | os.O_CREAT, 0o600)
+    Path(cache.path, other).touch()
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the evaluator's
+        assert not cache.waited_on(name)  # held, nobody waits
+        peer = subprocess.Popen(
+            [sys.executable, "-c", WAITS, os.path.join(cache.path, name)]
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while not cache.waited_on(name) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert (cache.waited_on(name), cache.waited_on(other)) == (True, False)
+        finally:
+            peer.kill()
+            peer.wait(10)
+        assert not cache.waited_on(name)
+    finally:
+        os.close(held)

@@ -367,12 +367,19 @@ def test_a_peers_answer_for_another_key_is_not_taken(
     assert (status, out.count("\n"), flat(json.loads(out))) == (0, 1, NO_CONFIG_ANSWER)
 
 
+@pytest.mark.parametrize("waited", [False, True])
 def test_the_child_answers_first_then_stores_at_the_lowest_priority(
-    tmp_path: Path, node: tuple[Cache, list[str]], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    node: tuple[Cache, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    waited: bool,
 ) -> None:
     """The answer goes out at the launch's own priority; what follows (what
     the evaluation read, the peers, the entry) only when the CPU is idle: the
-    first launch no slower than without the cache (issue #23)."""
+    first launch no slower than without the cache (issue #23). But for ranks
+    of the node waiting on the lock, what they wait for is published at the
+    launch's own priority: was, on a busy machine, the rank that evaluated
+    ended its idle child before it published, and each peer evaluated."""
     _, options = node
     seen = tmp_path / "seen"
 
@@ -381,13 +388,27 @@ def test_the_child_answers_first_then_stores_at_the_lowest_priority(
         policy = os.sched_getscheduler(0) if idle is not None else None
         answered = (tmp_path / "out").read_text()
         seen.write_text(json.dumps([os.nice(0), policy == idle, answered]))
+        with open(steps, "a") as log:
+            log.write("publish\n")
 
+    def lowest() -> str | None:
+        with open(steps, "a") as log:
+            log.write("lowest\n")
+        return lowest_priority()
+
+    steps = tmp_path / "steps"
+    lowest_priority = child_module.lowest_priority
+    monkeypatch.setattr(child_module, "lowest_priority", lowest)
     monkeypatch.setattr(Cache, "publish", noting)
+    monkeypatch.setattr(Cache, "waited_on", lambda self, name: waited)
     before = os.nice(0)
     status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
     assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     niceness, idle, answered = json.loads(seen.read_text())
-    assert niceness == 19 and idle and flat(json.loads(answered)) == NO_CONFIG_ANSWER
+    assert flat(json.loads(answered)) == NO_CONFIG_ANSWER
+    assert (niceness, idle) == ((before, False) if waited else (19, True))
+    order = ["publish", "lowest"] if waited else ["lowest", "publish"]
+    assert steps.read_text().split() == order  # the rest at the lowest, as ever
     assert os.nice(0) == before  # the fork's, not ours
 
 

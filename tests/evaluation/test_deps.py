@@ -440,6 +440,7 @@ def test_an_entry_is_not_stored_when_its_record_changed_during(
 
     recorder = Recorder()
     monkeypatch.setattr(recorder, "deps", changed_during)
+    monkeypatch.setattr(_child, "lowest_priority", lambda: None)  # this process's
     from tests.fake_child import ANSWER
 
     quiet = argparse.Namespace(say=None)

@@ -208,6 +208,39 @@ def test_a_long_answer_is_read_whole_and_only_its_line(
     assert result_of(parent.Evaluation(pending(), environ)) == (EVALUATED, False)
 
 
+#: A descriptor ``select()`` cannot watch (``FD_SETSIZE``: 1024 on Linux).
+PAST_SELECT = 1024
+
+
+def test_an_answer_is_read_on_a_descriptor_select_cannot_watch(
+    fake_child: dict[str, str],
+) -> None:
+    """A launcher started with over a thousand descriptors open (a job
+    system's, inherited): its pipe to the child has a number past 1023. Was:
+    ``select()`` refused it, and every ``--module`` launch of that shape left
+    the value unset with an internal error, the cache off too."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = PAST_SELECT + 64
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"at most {hard} open files here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < PAST_SELECT:
+            held.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        evaluation = parent.Evaluation(pending(), fake_child)
+        assert evaluation.child.process.stdout is not None
+        assert evaluation.child.process.stdout.fileno() > PAST_SELECT
+        assert result_of(evaluation) == (EVALUATED, False)
+        evaluation.settle()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
     fake_child: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -129,7 +129,8 @@ def test_log_level(value: str | None, level: str, bad: bool) -> None:
 @pytest.mark.parametrize(
     ("rank", "prints"),
     [(None, True), ("0", True), (" 0 ", True), ("3", False), ("1", False),
-     ("00", True), ("+1", False),  # as int() reads them: torch's device
+     ("00", True), ("+1", False), (" 1", False), ("01", False), ("-1", False),
+     # as int() reads them: torch's device
      ("", True), ("x", True)],  # no rank torch reads: each says so (was silent)
 )  # fmt: skip
 def test_prints_for_node(rank: str | None, prints: bool) -> None:
