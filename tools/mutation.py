@@ -695,6 +695,36 @@ EQUIVALENT: list[Equivalent] = [
         " false as False.",
     ),
     Equivalent(
+        "_cli.term",
+        "wrap",
+        "break_long_words=False, break_on_hyphens=False,",
+        "break_long_words=None, break_on_hyphens=False,",
+        "textwrap only tests break_long_words for truth, and None is as"
+        " false as False.",
+    ),
+    Equivalent(
+        "_cli.term",
+        "wrap",
+        "break_long_words=False, break_on_hyphens=False,",
+        "break_long_words=False, break_on_hyphens=None,",
+        "textwrap splits on hyphens only where break_on_hyphens is True.",
+    ),
+    Equivalent(
+        "_cli.term",
+        "_without_surrogates",
+        "return value if value.isprintable() else _SURROGATE.sub(",
+        "return value if (value.isprintable()) and False else _SURROGATE.sub(",
+        "A shortcut: a printable text holds no surrogate, so the substitution"
+        " leaves it as it is.",
+    ),
+    Equivalent(
+        "_cli.term",
+        "Stdout.__init__",
+        "self.gone = False",
+        "self.gone = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
         "_cli.verify",
         "misplaced_trace",
         'flag, values = "", 0',
