@@ -176,7 +176,7 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
     if not read:  # nothing to report but what is wrong
         for error in errors[:-1]:
             fail(error)
-        raise ConfigError(errors[-1] if len(errors) == 1 else "; ".join(errors))
+        raise ConfigError(errors[-1])  # the others said above
     out.write(wrap(f"Q = {queues}, from {source}") + "\n")
     if note is not None:
         out.write(wrap(f"note: {note}") + "\n")

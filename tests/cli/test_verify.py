@@ -593,9 +593,12 @@ def test_every_traces_verdict_and_the_worst_status(
     # Without the bad one, the worst is the short one; without it, all fit.
     assert verify(capsys, a, b)[0] == 1
     assert verify(capsys, a)[0] == 0
-    # Two bad ones and nothing read: each named, nothing on stdout.
-    code, out, err = verify(capsys, cpu, str(tmp_path / "missing.json"))
+    # Two bad ones and nothing read: each named once, nothing on stdout (was:
+    # the last line joined every error, the first said twice).
+    missing = str(tmp_path / "missing.json")
+    code, out, err = verify(capsys, cpu, missing)
     assert (code, out) == (2, "") and err.count(PREFIX) == 2
+    assert (err.count(cpu), err.count(missing)) == (1, 1)
 
 
 @pytest.mark.parametrize("unread", [1, 2])
