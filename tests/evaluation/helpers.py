@@ -123,6 +123,18 @@ def started(environ: dict[str, str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+def await_started(environ: dict[str, str], seconds: float = 30) -> list[dict[str, Any]]:
+    """The children's records once the first is whole: the fake child makes
+    its log, then writes its line, so a log that exists may still be empty."""
+    log = Path(environ["FAKE_CHILD_LOG"])
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if log.exists() and log.read_text().endswith("\n"):
+            break
+        time.sleep(0.02)
+    return started(environ)
+
+
 def _state(pid: int) -> str:
     """The process's state (``R``, ``S``, ``Z`` for a zombie ...), or ``""``
     once it is gone and reaped."""

@@ -36,6 +36,7 @@ from .helpers import (
     _alive,
     _gone_within,
     _state,
+    await_started,
     launch_key,
     pending,
     popen_args,
@@ -287,10 +288,7 @@ def test_a_child_that_answered_and_ended_is_reaped_at_the_next_start(
 def test_end_kills_the_whole_group_in_bounded_time(fake_child: dict[str, str]) -> None:
     environ = dict(fake_child, FAKE_CHILD_SLEEP="60", FAKE_CHILD_GRANDCHILD="1")
     evaluation = parent.Evaluation(pending(), environ)
-    deadline = time.monotonic() + 10
-    while not Path(environ["FAKE_CHILD_LOG"]).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [child] = started(environ)
+    [child] = await_started(environ)
     pipes = [evaluation.child.process.stdin, evaluation.child.process.stdout]
     start = time.monotonic()
     evaluation.child.end()
@@ -340,7 +338,8 @@ from rocm_hwq_autoset._evaluation import process
 process.CHILD = "tests.fake_child"
 from rocm_hwq_autoset._argv import Launch
 parent.Evaluation(Launch("--module", {args!r}, False), dict(os.environ))
-while not os.path.exists(os.environ["FAKE_CHILD_LOG"]):
+log = os.environ["FAKE_CHILD_LOG"]
+while not (os.path.exists(log) and open(log).read().endswith("\\n")):
     time.sleep(0.05)
 time.sleep(0.3)
 {death}

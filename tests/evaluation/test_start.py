@@ -32,6 +32,7 @@ from .helpers import (
     ROOT,
     Applied,
     _gone_within,
+    await_started,
     launch_key,
     pending,
     started,
@@ -281,12 +282,7 @@ def test_the_check_ends_with_its_launcher(
     parent.start(pending(), applied)
     [at_exit] = exits
     check = at_exit.__self__
-    deadline = time.monotonic() + 10
-    while (
-        time.monotonic() < deadline and not Path(os.environ["FAKE_CHILD_LOG"]).exists()
-    ):
-        time.sleep(0.02)
-    [record] = started(dict(os.environ))
+    [record] = await_started(dict(os.environ))
     check.let_go()  # in the owner: nothing
     assert check.process.poll() is None
     start = time.monotonic()
