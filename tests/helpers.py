@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +46,29 @@ def shared_root(factory: pytest.TempPathFactory) -> Path:
 class RunLock:
     """Under xdist, what runs alone: a test marked ``serial`` (it measures a
     CPU share or a time, needs idle CPU for the package's idle-priority
-    children to finish their work, or edits what other tests read), or a
-    module fixture's whole life (the benchmarks' quick runs, which compute in
-    the background of their tests). Every test holds the run's lock shared,
-    those exclusively; a turnstile taken first keeps the shared holders from
-    starving one that waits. A wait is bounded (``SECONDS``): a test's setup has
-    no pytest-timeout. Inside an exclusive hold of this process, nothing more
-    is taken."""
+    children to finish their work, or edits what other tests read), or the
+    start of a module fixture (the benchmarks' quick runs: those that need idle
+    CPU run alone; the rest compute in the background of their tests, beside
+    other tests, never beside a ``serial`` one). Every test holds the run's
+    lock shared, those exclusively; a turnstile taken first keeps the shared
+    holders from starving one that waits. A wait is bounded (``SECONDS``): a
+    test's setup has no pytest-timeout. Inside a hold of this process, nothing
+    more is taken."""
 
     SECONDS = 1200.0
-    exclusive = 0
+    #: This process's holds: exclusive, and shared after ``share``.
+    holds = 0
 
     @classmethod
     @contextlib.contextmanager
-    def held(cls, factory: pytest.TempPathFactory, *, alone: bool) -> Iterator[None]:
-        if not os.environ.get(XDIST_WORKER) or cls.exclusive:
-            yield
+    def held(
+        cls, factory: pytest.TempPathFactory, *, alone: bool
+    ) -> Iterator[Callable[[], None]]:
+        """The lock, shared or ``alone``; it yields ``share``, which makes an
+        exclusive hold a shared one (the turnstile, kept meanwhile, keeps
+        every other taker out: none slips in between)."""
+        if not os.environ.get(XDIST_WORKER) or cls.holds:
+            yield lambda: None
             return
         import fcntl
 
@@ -69,16 +76,21 @@ class RunLock:
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         gate = os.open(root / "serial.gate", flags, 0o600)
         lock = os.open(root / "serial.lock", flags, 0o600)
+
+        def share() -> None:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
         try:
             cls._take(gate, fcntl.LOCK_EX)
             cls._take(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
             if not alone:
                 fcntl.flock(gate, fcntl.LOCK_UN)
-            cls.exclusive += alone
+            cls.holds += alone
             try:
-                yield
+                yield share
             finally:
-                cls.exclusive -= alone
+                cls.holds -= alone
         finally:
             os.close(lock)
             os.close(gate)
