@@ -60,7 +60,8 @@ def recommend(
 
     Raises ``ConfigError`` (a ``ValueError``) when torchtitan would reject the
     input: a wrong type, a degree out of range, a malformed flag; when
-    ``config`` is none of the three; or when ``world_size`` is not None nor a
+    ``config`` is none of the three, or a mapping with a key that is no
+    string; or when ``world_size`` is not None nor a
     positive ``int`` (``True`` is no world size).
     """
     if world_size is not None and (
@@ -77,6 +78,7 @@ def recommend(
     overrides = cli_overrides(argv)
     unknown: tuple[ConfigError, ...] = ()
     if config is None or isinstance(config, Mapping):
+        _names_only(config, "")
         unknown = unknown_inputs(argv, config, "")
         settings = merge(config, overrides)
         form = TOML
@@ -86,6 +88,19 @@ def recommend(
     moe = None if is_moe is None else (is_moe, "given")
     inputs = read_inputs(settings, moe, toolkit_passes=form.toolkit_passes)
     return Recommendation(inputs, world_size, settings, unknown)
+
+
+def _names_only(table: Mapping[Any, Any] | None, path: str) -> None:
+    """Refuse a mapping with a key that is no string, at any depth: no TOML
+    job config has one (a key is always a name)."""
+    for key, value in (table or {}).items():
+        if not isinstance(key, str):
+            where = f"[{path}]" if path else "the top table"
+            raise ConfigError(
+                f"key {key!r} of {where} is not a string", "recommend(config=...)"
+            )
+        if isinstance(value, Mapping):
+            _names_only(value, f"{path}.{key}" if path else key)
 
 
 def from_object(config: object, overrides: Mapping[str, Value]) -> dict[str, Setting]:

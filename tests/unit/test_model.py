@@ -349,6 +349,25 @@ def test_recommend_refuses_a_world_size_that_is_no_positive_int(
     check_lines(request, [("world_size=VALUE", said)], every_case=False)
 
 
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [({1: 2}, "the top table"), ({"parallelism": {3: 4}}, "[parallelism]"),
+     ({"job": {"custom_config_module": "m"}, "compile": {"x": {(1,): 0}}},
+      "[compile.x]")],
+)  # fmt: skip
+def test_recommend_refuses_a_key_that_is_no_string(
+    config: dict[Any, Any], where: str, request: pytest.FixtureRequest
+) -> None:
+    """Was: a TypeError from the unknown keys' search (a custom module's
+    config: ignored before that)."""
+    with pytest.raises(ConfigError) as caught:
+        recommend(config)
+    key = str(caught.value).partition("key ")[2].partition(f" of {where} ")[0]
+    assert caught.value.source == "recommend(config=...)" and key
+    said = str(caught.value).replace(where, "TABLE").replace(key, "KEY")
+    check_lines(request, [("config: a key no string", said)], every_case=False)
+
+
 def test_recommend_takes_a_positive_int_or_none() -> None:
     assert recommend({}, world_size=1).dp_shard == 1
     assert recommend({}, world_size=8).dp_shard == 8
