@@ -78,7 +78,7 @@ def recommend(
     overrides = cli_overrides(argv)
     unknown: tuple[ConfigError, ...] = ()
     if config is None or isinstance(config, Mapping):
-        _names_only(config, "")
+        _names_only(config)
         unknown = unknown_inputs(argv, config, "")
         settings = merge(config, overrides)
         form = TOML
@@ -90,7 +90,7 @@ def recommend(
     return Recommendation(inputs, world_size, settings, unknown)
 
 
-def _names_only(table: Mapping[Any, Any] | None, path: str) -> None:
+def _names_only(table: Mapping[Any, Any] | None, path: str = "") -> None:
     """Refuse a mapping with a key that is no string, at any depth: no TOML
     job config has one (a key is always a name)."""
     for key, value in (table or {}).items():
