@@ -229,15 +229,14 @@ def held(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
     command line makes a TOML launch."""
     device = tmp_path / "kfd"
     device.write_text("")
-    code = f"import os, sys; fd = os.open({str(device)!r}, 0); sys.stdin.read()"
+    code = (f"import os, sys; fd = os.open({str(device)!r}, 0); print(flush=True);"
+            " sys.stdin.read()")  # fmt: skip
     child = subprocess.Popen([sys.executable, "-c", code, "--job.config_file", "j"],
-                             stdin=subprocess.PIPE, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              env={"GPU_MAX_HW_QUEUES": "4"})  # fmt: skip
-    for _ in range(200):  # until it holds the file
-        fds = Path(f"/proc/{child.pid}/fd")
-        if any(os.path.realpath(fd) == str(device) for fd in fds.iterdir()):
-            break
-        subprocess.run(["sleep", "0.02"], check=True)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "\n"  # it holds the file (was: a poll of
+    # its descriptors, which found one the interpreter closed meanwhile)
     yield child, device
     child.kill()
     child.communicate()
