@@ -29,7 +29,6 @@ from .._decision import (
     Outcome,
     conclude,
     decide,
-    failed,
     fit,
     printable,
     recommend_launch,
@@ -248,11 +247,8 @@ class Reading:
         )  # fmt: skip
         if isinstance(decided, Outcome):
             return decided
-        try:  # a --module launch: evaluated here
-            config = self.config()
-        except ConfigError as exc:
-            return failed(decided.form, exc)
-        return conclude(environ, decided, config)
+        # a --module launch, whose flags decide() read: evaluated here
+        return conclude(environ, decided, self.config())
 
 
 #: The variables a hurried hand misspells, each by the one it means: the

@@ -343,17 +343,6 @@ def _started(pid: int) -> int | None:
 _OWN = secrets.token_hex(8)
 
 
-class Entry:
-    """An entry taken from the cache: its config, and its ``id`` (new at each
-    store)."""
-
-    __slots__ = ("config", "id")
-
-    def __init__(self, config: Config, id: str) -> None:
-        self.config = config
-        self.id = id
-
-
 class Cache:
     """A usable cache directory (see :func:`open_cache`), reached through one
     descriptor opened without following a link and tested, as it is open, to
@@ -406,8 +395,8 @@ class Cache:
         *,
         take: bool = False,
         launcher: int | None = None,
-    ) -> tuple[Entry | None, str]:
-        """The entry when it is trusted, names ``key``, one of its variants
+    ) -> tuple[Config | None, str]:
+        """The entry's config when it is trusted, names ``key``, one of its variants
         depended on nothing that changed, and this machine took it fewer than
         :data:`MAX_UNCHECKED` times since it last evaluated it; else None. And
         one phrase saying which. ``take``: the launch takes it, noted
@@ -436,7 +425,7 @@ class Cache:
                 return None, f"stale: {change}"
             if not isinstance(variant["id"], str) or not ID.fullmatch(variant["id"]):
                 raise ValueError("no id")
-            found = Entry(config_from_json(variant["result"]), variant["id"])
+            found = config_from_json(variant["result"])
         except Exception:  # hostile or damaged: RecursionError, MemoryError ...
             return None, CORRUPT
         if take:
@@ -485,7 +474,8 @@ class Cache:
         try:
             _lock(fd)
             info = os.fstat(fd)
-            problem = _untrusted(info) or ("" if stat.S_ISREG(info.st_mode) else "?")
+            ours = stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SERVED_BYTES
+            problem = _untrusted(info) or ("" if ours else "?")
             launches = None if problem else _launches(read_open(fd, MAX_SERVED_BYTES))
             refused, counted = _over(launches, mine)
             if refused or counted:

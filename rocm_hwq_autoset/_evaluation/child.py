@@ -189,10 +189,10 @@ def _found(cache: Cache, key: str, launcher: int | None = None) -> Answer | None
         if answer is not None:
             return Answer(config=answer.config, refusal=answer.refusal,
                           failure=answer.failure, how=PEER)  # fmt: skip
-    entry, _ = cache.lookup(key, os.environ, take=True, launcher=launcher)
-    if entry is None:
+    config, _ = cache.lookup(key, os.environ, take=True, launcher=launcher)
+    if config is None:
         return None
-    return Answer(config=entry.config, how=CACHE)
+    return Answer(config=config, how=CACHE)
 
 
 def _evaluate_here(args: Sequence[str]) -> Answer:

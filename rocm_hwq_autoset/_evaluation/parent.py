@@ -72,7 +72,7 @@ from .._environ import (
 )
 from .._model import Config, encode_inputs
 from .answer import EVALUATED, Answer, Verdict
-from .cache import Cache, Entry, key, open_cache
+from .cache import Cache, key, open_cache
 from .lines import interrupted, waiting
 from .process import (
     REAP_SECONDS,
@@ -182,7 +182,7 @@ class Lookup:
         self.runs = runs
         """The interpreter that evaluates (the training's), found once: its
         key's part, and what the background check of a hit runs."""
-        self.hit: Entry | None = None
+        self.hit: Config | None = None
         self.evaluation: Evaluation | None = None
         self.error: ConfigError | None = None
         """Why no evaluation could start."""
@@ -255,7 +255,7 @@ def evaluate(
     has not answered after :data:`SLOW_SECONDS` (``Evaluation.answer``)."""
     found = lookup_or_spawn(launch, environ, use_cache=use_cache, fresh=fresh)
     if found.hit is not None and found.cache is not None:
-        return found.hit.config, f"from the cache ({found.cache.entry(found.key)})"
+        return found.hit, f"from the cache ({found.cache.entry(found.key)})"
     if not use_cache:
         how = "evaluated (--no-cache)"
     elif fresh and found.cache is not None:
@@ -294,11 +294,11 @@ def start(launch: Launch, apply: Apply) -> None:
         apply(Outcome(DETAIL, f"cache: {found.no_cache}", "evaluating without it"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
-        outcome = conclude(environ, launch, found.hit.config, cached=True)
+        outcome = conclude(environ, launch, found.hit, cached=True)
         apply(outcome)
         if ours:  # the hit is noted (lookup_or_spawn): now it is checked
             check = start_check(launch, before, found.cache, found.key,
-                                found.runs, found.hit.config, apply)  # fmt: skip
+                                found.runs, found.hit, apply)  # fmt: skip
             if check is not None and not launch.in_process:
                 Waiter(launch, apply, outcome=outcome, check=check).install()
         return

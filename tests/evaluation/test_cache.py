@@ -33,12 +33,6 @@ RESULT = ANSWER["config"]  # an entry's result, as JSON
 REFUSED = Answer(refusal=ConfigError("no"))
 
 
-def config_of(found: tuple[Any, str]) -> tuple[Config | None, str]:
-    """A lookup's entry by its config, with the lookup's phrase."""
-    entry, phrase = found
-    return (None if entry is None else entry.config), phrase
-
-
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
 
 
@@ -324,7 +318,7 @@ def cache(tmp_path: Path) -> Cache:
 def test_an_entry_round_trips(cache: Cache) -> None:
     assert cache.lookup("k", {}) == (None, "no entry")
     cache.store("k", CONFIG, NO_DEPS)
-    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
+    assert cache.lookup("k", {}) == (CONFIG, "hit")
     path = Path(cache.entry("k"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()  # compact: torchtitan's are hundreds of KB as it is
@@ -460,6 +454,9 @@ def test_the_times_taken_stay_small_and_private(cache: Cache) -> None:
     path.chmod(0o600)
     path.write_text("not a launch\n")  # not ours: the most
     assert cache.lookup("k", launch(1), take=True)[0] is None
+    path.write_text("x" * (_cache.MAX_SERVED_BYTES + 1))
+    assert cache.unchecked("k") is None  # larger than ours: the most, read or taken
+    assert cache.take("k", launch(1)).startswith(f"taken {_cache.MAX_UNCHECKED} times")
 
 
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
@@ -529,7 +526,7 @@ def test_an_entry_whose_time_cannot_be_marked_is_still_used(
         raise OSError(30, "Read-only file system")
 
     monkeypatch.setattr(_cache.os, "utime", read_only)
-    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
+    assert cache.lookup("k", {}) == (CONFIG, "hit")
 
 
 def test_a_read_only_cache_has_no_entry_to_take(
@@ -550,7 +547,7 @@ def test_a_read_only_cache_has_no_entry_to_take(
     assert cache.lookup("k", {}) == (None, _cache.READ_ONLY)
     assert asked == [(".", os.W_OK | os.X_OK, cache.fd)]
     monkeypatch.undo()
-    assert config_of(cache.lookup("k", {})) == (CONFIG, "hit")
+    assert cache.lookup("k", {}) == (CONFIG, "hit")
 
 
 @pytest.mark.parametrize("noted", [True, False])
@@ -731,7 +728,7 @@ def test_a_directory_holding_anything_else_is_used_and_never_pruned(
     assert cache is not None and problem == ""
     for k in K[:3]:  # used: over the bound of 1
         cache.store(k, CONFIG, NO_DEPS)
-        assert config_of(cache.lookup(k, {})) == (CONFIG, "hit")
+        assert cache.lookup(k, {}) == (CONFIG, "hit")
     cache.prune()
     after = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     assert {n: d for n, d in after.items() if n in before} == before  # byte for byte
