@@ -133,13 +133,17 @@ def test_evaluate_when_no_child_can_start(
 
 
 @pytest.mark.wall_clock
-@pytest.mark.parametrize("sleep", ["0", "0.6"])
+@pytest.mark.parametrize(("sleep", "slow"), [("0", 5.0), ("1", 0.2)])
 def test_a_long_wait_is_told_once_with_the_time_left(
-    evaluating: dict[str, str], monkeypatch: pytest.MonkeyPatch, sleep: str
+    evaluating: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    sleep: str,
+    slow: float,
 ) -> None:
     """Issue #30: a wait past ``SLOW_SECONDS`` calls ``slow`` once, with the
-    seconds left to the deadline; a quick answer never does."""
-    monkeypatch.setattr(parent, "SLOW_SECONDS", 0.2)
+    seconds left to the deadline; a quick answer (well within it, even on a
+    busy machine) never does."""
+    monkeypatch.setattr(parent, "SLOW_SECONDS", slow)
     environ = dict(evaluating, FAKE_CHILD_SLEEP=sleep, ROCM_HWQ_AUTOSET_TIMEOUT="30")
     evaluation = parent.Evaluation(pending(), environ, None)
     told: list[tuple[float, float]] = []
@@ -152,4 +156,4 @@ def test_a_long_wait_is_told_once_with_the_time_left(
         assert told == []
         return
     [(after, left)] = told
-    assert 0.2 <= after < 0.5 and 29 < left < 30
+    assert 0.2 <= after < 1 and 29 < left < 30  # before the answer (1 s or more)
