@@ -110,7 +110,7 @@ assert found is not None, how
 said = []
 start = time.perf_counter()
 child = start_check(launch, {**os.environ, "ROCM_HWQ_AUTOSET_LOG": "quiet"}, cache,
-                    entry, runs, found.config, lambda outcome, *a, **k: said.append(
+                    entry, runs, found, lambda outcome, *a, **k: said.append(
                         outcome.message))
 assert child is not None, said
 verdict = child.read_line(time.monotonic() + 3600)

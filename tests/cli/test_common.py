@@ -75,7 +75,8 @@ def test_the_commands_hand_decide_the_launch(
 def test_a_module_launch_is_evaluated_once_and_decided_from_it(
     no_process_reading: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The recommendation and the hook's outcome come from one evaluation."""
+    """The recommendation and the hook's outcome come from one evaluation,
+    which may come from the cache unless the command asks for a fresh one."""
     root = write_standin(tmp_path / "standin")
     work = write_recipes(tmp_path / "work")
     monkeypatch.setenv("PYTHONPATH", f"{root}:{ROOT}")
@@ -87,7 +88,7 @@ def test_a_module_launch_is_evaluated_once_and_decided_from_it(
     evaluate = _evaluation.evaluate
 
     def counted(*args: object, **kwargs: object) -> object:
-        calls.append(args)
+        calls.append(kwargs)
         return evaluate(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_evaluation, "evaluate", counted)
@@ -100,7 +101,7 @@ def test_a_module_launch_is_evaluated_once_and_decided_from_it(
     )  # fmt: skip
     rec = reading.rec
     outcome = reading.hook_outcome()
-    assert len(calls) == 1
+    assert len(calls) == 1 and calls[0]["fresh"] is False
     assert outcome.queues == rec.queues
 
 
