@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shlex
 import shutil
 import site
 import sys
@@ -847,19 +848,20 @@ def test_without_a_python_on_path_the_training_python_is_a_note(
 #: Another Python's answer to doctor's probe: its prefix (with a blank) and
 #: version; whether its site holds the ``.pth`` follows.
 ANSWER = "printf '/opt/a b\\n3.99.0\\n"
+SLEEP = shlex.quote(str(shutil.which("sleep")))
 
 
 @pytest.mark.parametrize(
     ("script", "status", "shown", "wait"),
     [
         # another path to this interpreter: its prefix is this one's
-        (f'exec {sys.executable} "$@"', "ok", "this interpreter", 30),
+        (f'exec {shlex.quote(sys.executable)} "$@"', "ok", "this interpreter", 30),
         # another Python (a prefix with a blank), with the .pth, and without
         (f"{ANSWER}True\\n'", "ok", "(3.99.0)", 30),
         (f"{ANSWER}False\\n'", "FAIL", "(3.99.0)", 30),
         # no answer, and one after the wait
         ("exit 0", "FAIL", "asked", 30),
-        (f"{shutil.which('sleep')} 3; {ANSWER}True\\n'", "FAIL", "asked", 0.5),
+        (f"{SLEEP} 3; {ANSWER}True\\n'", "FAIL", "asked", 0.5),
     ],
 )  # fmt: skip
 def test_the_python_on_path_is_asked_for_its_prefix_version_and_hook(
