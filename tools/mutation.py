@@ -348,6 +348,50 @@ EQUIVALENT: list[Equivalent] = [
         " (_config.source_in tests it for truth).",
     ),
     Equivalent(
+        "_evaluation.answer",
+        "Answer.from_json",
+        'raise ConfigError("not an evaluation\'s answer")',
+        "raise ConfigError(None)",
+        "Its wording is never shown: every reader (the parent, a check's"
+        " waiter, a peer's answer) catches the error and says its own line.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Answer.from_json",
+        'raise ConfigError("not an evaluation\'s answer")',
+        'raise ConfigError("XXnot an evaluation\'s answerXX")',
+        "As above: the wording is never shown.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Answer.from_json",
+        'raise ConfigError("not an evaluation\'s answer")',
+        'raise ConfigError("NOT AN EVALUATION\'S ANSWER")',
+        "As above: the wording is never shown.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Verdict.from_json",
+        'raise ConfigError("not a check\'s verdict")',
+        "raise ConfigError(None)",
+        "Its wording is never shown: every reader (the parent, a check's"
+        " waiter, a peer's answer) catches the error and says its own line.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Verdict.from_json",
+        'raise ConfigError("not a check\'s verdict")',
+        'raise ConfigError("XXnot a check\'s verdictXX")',
+        "As above: the wording is never shown.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Verdict.from_json",
+        'raise ConfigError("not a check\'s verdict")',
+        'raise ConfigError("NOT A CHECK\'S VERDICT")',
+        "As above: the wording is never shown.",
+    ),
+    Equivalent(
         "_api",
         "recommend",
         'unknown = unknown_inputs(argv, config, "")',

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset._argv import MODULE
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._decision import Outcome, internal_error
+from rocm_hwq_autoset._decision import Outcome, failed, internal_error
 from rocm_hwq_autoset._evaluation import lines, spawns
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
@@ -609,3 +610,14 @@ def test_a_long_wait_says_once_what_it_waits_for(
     w2 = parent.Waiter(pending(), quick, evaluation=FakeEvaluation())  # type: ignore[arg-type]
     w2.audit(POPEN, popen_args({}))
     assert [c[0].level for c in quick.calls if c[1] == ()] == ["set"]
+
+
+def test_taking_back_a_failure_removes_its_marker_only() -> None:
+    """A stale answer that set no value (a cached failure: only its marker)
+    takes back the marker, never a value or inputs it did not set."""
+    inputs = Q8["ROCM_HWQ_AUTOSET_INPUTS"]
+    failure = failed(MODULE, ConfigError("refused"))
+    environ = {"GPU_MAX_HW_QUEUES": "None", "ROCM_HWQ_AUTOSET_INPUTS": inputs,
+               "ROCM_HWQ_AUTOSET_ORIGIN": str(failure.marker)}  # fmt: skip
+    spawns.take_back(failure, environ)
+    assert environ == {"GPU_MAX_HW_QUEUES": "None", "ROCM_HWQ_AUTOSET_INPUTS": inputs}
