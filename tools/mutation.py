@@ -349,6 +349,21 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.answer",
+        "Answer.__init__",
+        'assert [config, refusal, failure].count(None) == 2, "exactly one"',
+        'assert [config, refusal, failure].count(None) == 2, "XXexactly oneXX"',
+        "An assertion of the package's own calls: no input reaches it, and its"
+        " wording is never shown.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
+        "Answer.__init__",
+        'assert [config, refusal, failure].count(None) == 2, "exactly one"',
+        'assert [config, refusal, failure].count(None) == 2, "EXACTLY ONE"',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.answer",
         "Answer.from_json",
         'raise ConfigError("not an evaluation\'s answer")',
         "raise ConfigError(None)",
