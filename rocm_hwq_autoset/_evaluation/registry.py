@@ -70,8 +70,10 @@ def read_config(args: Sequence[str]) -> Config:
     except ConfigError as exc:  # "config: FIELD": say where the value came from
         key = exc.source.partition(": ")[2]
         source = _flag_for(args, key) if key in given else ""
+        field = key or exc.source  # none: the object itself is no config
+        where = f"{CONFIG_FLAG} {function}"
         raise ConfigError(
-            exc.reason, source or f"{CONFIG_FLAG} {function}: {key or exc.source}"
+            exc.reason, source or (f"{where}: {field}" if field else where)
         ) from None
     for key in given:  # torchtitan applied the overrides: say they are the CLI's
         settings[key] = Setting(settings[key].value, CLI)

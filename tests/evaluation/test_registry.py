@@ -8,10 +8,11 @@ import io
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from rocm_hwq_autoset._api import from_object
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import registry
 from rocm_hwq_autoset._evaluation.registry import read_config, shorten_lists
@@ -165,6 +166,13 @@ def test_a_config_without_a_model_spec_leaves_moe_unknown(config: object) -> Non
     assert registry._has_moe(config) is None
 
 
+def from_object_refusal(config: object) -> str:
+    """Why ``from_object`` refuses ``config``."""
+    with pytest.raises(ConfigError) as caught:
+        from_object(config, {})
+    return caught.value.reason
+
+
 #: Recipes whose failures have a cause of their own: a config function's own
 #: invalid value, tyro's refusal of the config itself, a registry that cannot
 #: import a package it needs (torchtitan's message names none).
@@ -180,10 +188,48 @@ def zero_tp():
 
 def refused():
     _reject("Invalid value for --training.steps: 'many'")
+
+_built = set()
+
+def _register(name):  # what a config function builds, registered: once
+    if name in _built:
+        raise RuntimeError(f"{name} registered already")
+    _built.add(name)
+
+def not_a_config():
+    return 42
+
+def once():
+    _register("once")
+    return trainer_config("llama3", "debugmodel", moe=False)
+
+def refused_once():
+    _register("refused_once")
+    _reject("Invalid value for --training.steps: 'many'")
 """,
     "faulty/masked/__init__.py": "",
     "faulty/masked/config_registry.py": "import transformers_is_not_here\n",
 }
+
+
+def on_path(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, files: dict[str, str]
+) -> None:
+    """``files`` written, those of ``torchtitan/`` into the stand-in's, the
+    others into the working directory; both on the path."""
+    standin = world["PYTHONPATH"].split(os.pathsep)[0]
+    for name, text in files.items():
+        path = Path(standin if name.startswith("torchtitan/") else world["WORK"], name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in [standin, world["WORK"]]:
+        monkeypatch.syspath_prepend(folder)
+
+
+def forget(*packages: str) -> None:
+    """The modules of ``packages`` imported no more."""
+    for name in [m for m in sys.modules if m.split(".")[0] in packages]:
+        del sys.modules[name]
 
 
 @pytest.mark.parametrize(
@@ -207,6 +253,9 @@ def refused():
           "--compile.enable_fsdp_ag_rs_overlap"], "--config refused",
          "torchtitan refused the config: Invalid value for --training.steps:"
          " 'many'"),
+        # Not a config at all: the function is named, and no field.
+        (["--module", "faulty.recipes", "--config", "not_a_config"],
+         "--config not_a_config", from_object_refusal(42)),
         # The arguments' fault: said so.
         ([*DS, "--parallelism.bogus", "1"], "",
          "torchtitan rejected the arguments: Unrecognized options:"
@@ -222,12 +271,7 @@ def test_a_refusal_names_its_real_source(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch, args: list[str],
     source: str, reason: str,
 ) -> None:  # fmt: skip
-    for name, text in FAULTY_RECIPES.items():
-        path = Path(world["WORK"], name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    for folder in [*world["PYTHONPATH"].split(os.pathsep)[:1], world["WORK"]]:
-        monkeypatch.syspath_prepend(folder)
+    on_path(world, monkeypatch, FAULTY_RECIPES)
     try:
         with pytest.raises(ConfigError) as caught:
             read_config(args)
@@ -236,3 +280,281 @@ def test_a_refusal_names_its_real_source(
         for name in [m for m in sys.modules
                      if m.split(".")[0] in ("torchtitan", "faulty")]:  # fmt: skip
             del sys.modules[name]
+
+
+def test_a_refused_value_names_the_last_flag_that_gave_it_as_spelled(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With its dashes and its ``=VALUE``, and not a flag after it."""
+    on_path(world, monkeypatch, {})
+    try:
+        with pytest.raises(ConfigError) as plain:
+            read_config([*DS, "--parallelism.tensor_parallel_degree=0"])
+        with pytest.raises(ConfigError) as caught:
+            read_config([*DS, "--parallelism.tensor-parallel-degree=0",
+                         "--compile.enable_fsdp_ag_rs_overlap"])  # fmt: skip
+        said = (caught.value.source, caught.value.reason)
+        assert said == ("--parallelism.tensor-parallel-degree", plain.value.reason)
+    finally:
+        forget("torchtitan")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        # Either spelling of --module and --config, the override between.
+        ["--module=graph_trainer.deepseek_v3", "--parallelism.bogus=1",
+         "--config=graph_trainer_deepseek_v3_debugmodel"],
+        ["--module", "graph_trainer.deepseek_v3", "--parallelism.bogus=1",
+         "--config=graph_trainer_deepseek_v3_debugmodel"],
+        # A config function that fails when built again (it registers what it
+        # builds): that failure is not the config's refusal.
+        ["--module", "faulty.recipes", "--config", "once", "--parallelism.bogus=1"],
+    ],
+    ids=["equals", "mixed", "built once"],
+)  # fmt: skip
+def test_an_override_refused_is_the_arguments_fault(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    on_path(world, monkeypatch, FAULTY_RECIPES)
+    try:
+        with pytest.raises(ConfigError) as plain:
+            read_config([*DS, "--parallelism.bogus=1"])
+        assert plain.value.source == ""  # the arguments', not the config's
+        with pytest.raises(ConfigError) as caught:
+            read_config(args)
+        assert (caught.value.source, caught.value.reason) == ("", plain.value.reason)
+    finally:
+        forget("torchtitan", "faulty")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--module", "faulty.recipes", "--config", "refused_once"],
+     ["--module=faulty.recipes", "--config=refused_once"]],
+    ids=["spaced", "equals"],
+)  # fmt: skip
+def test_a_refusal_with_no_override_is_the_configs_at_once(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """The config is not built again to see whether it is refused alone: a
+    config function that fails when built twice is said to be refused."""
+    on_path(world, monkeypatch, FAULTY_RECIPES)
+    try:
+        with pytest.raises(ConfigError) as plain:
+            read_config(["--module", "faulty.recipes", "--config", "refused"])
+        with pytest.raises(ConfigError) as caught:
+            read_config(args)
+        said = (caught.value.source, caught.value.reason)
+        assert said == ("--config refused_once", plain.value.reason)
+    finally:
+        forget("torchtitan", "faulty")
+
+
+@pytest.mark.parametrize(
+    ("args", "more"),
+    [
+        (["--module", "m", "--config", "f"], False),
+        (["--config=f", "--module=m"], False),
+        (["--module=m", "--parallelism.bogus=1", "--config=f"], True),
+        (["--module", "m", "--parallelism.bogus=1", "--config=f"], True),
+        (["--module", "m", "--config", "f", "--compile.enable_passes"], True),
+    ],
+)
+def test_only_what_is_beyond_module_and_config_is_an_override(
+    args: list[str], more: bool
+) -> None:
+    """Without an override, torchtitan's refusal is the config's own: it is
+    not built a second time to see whether the config alone is refused."""
+    assert registry._overrides(args) is more
+
+
+#: Registries of the stand-in torchtitan's that cannot be imported: one talks
+#: on stderr first, as torch's imports do.
+MISSING = "import transformers_is_not_here"
+TOO_OLD = "raise ImportError('transformers 5 needed')"
+BROKEN_REGISTRIES = {
+    "torchtitan/experiments/broken/__init__.py": "",
+    "torchtitan/experiments/broken/config_registry.py":
+        f"import sys\nsys.stderr.write('[broken] loading\\n')\n{MISSING}\n",
+    "torchtitan/experiments/too_old/__init__.py": "",
+    "torchtitan/experiments/too_old/config_registry.py": f"{TOO_OLD}\n",
+}  # fmt: skip
+
+
+def failure_of(statement: str) -> str:
+    """How ``statement`` fails, said as ``Type: message``."""
+    try:
+        exec(statement, {})
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    raise AssertionError(f"{statement!r} did not fail")
+
+
+@pytest.mark.parametrize(
+    ("module", "statement"), [("broken", MISSING), ("too_old", TOO_OLD)]
+)
+def test_the_import_a_registry_of_torchtitans_fails_on_is_named(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], module: str, statement: str,
+) -> None:  # fmt: skip
+    """``--module NAME`` is looked for under each of torchtitan's prefixes: one
+    where NAME is not is passed, the one that fails named, its import again
+    silent."""
+    on_path(world, monkeypatch, BROKEN_REGISTRIES)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            read_config(["--module", module, "--config", "c"])
+        assert caught.value.source == ""
+        assert caught.value.reason.endswith(f"{failure_of(statement)})")
+        assert capsys.readouterr().err == ""
+    finally:
+        forget("torchtitan")
+
+
+def test_an_import_error_of_the_configs_own_is_no_registrys(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``ImportError`` other than torchtitan's "Cannot import" says what
+    failed itself: no registry is imported again."""
+    on_path(world, monkeypatch, FAULTY_RECIPES)
+    try:
+        own = ModuleNotFoundError("no yaml", name="yaml")
+        assert registry._masked_import(own, "faulty.masked") is None
+        torchtitans = ImportError("Cannot import module 'faulty.masked'")
+        masked = registry._masked_import(torchtitans, "faulty.masked")
+        assert masked == failure_of(MISSING)
+    finally:
+        forget("faulty")
+
+
+def caused(exc: BaseException, cause: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
+
+
+def during(exc: BaseException, context: BaseException) -> BaseException:
+    exc.__context__ = context
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "masked"),
+    [
+        (caused(RuntimeError("x"), ModuleNotFoundError("no yaml")),
+         "ModuleNotFoundError: no yaml"),
+        (during(RuntimeError("x"), caused(KeyError("k"), ImportError("old yaml"))),
+         "ImportError: old yaml"),
+        (during(RuntimeError("x"), KeyError("k")), None),
+    ],
+    ids=["cause", "further down", "none"],
+)  # fmt: skip
+def test_the_first_import_error_in_the_chain_is_named(
+    exc: BaseException, masked: str | None
+) -> None:
+    assert registry._masked_import(exc, "nowhere.at_all") == masked
+
+
+class Looped(Exception):
+    """An exception whose cause is another, whose cause is this one (``raise
+    A from B`` after ``raise B from A``). Its cause read more often than a
+    walk once around the loop needs, it says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other: BaseException | None = None
+        self.reads = 0
+
+    @property  # type: ignore[override]
+    def __cause__(self) -> BaseException | None:
+        self.reads += 1
+        if self.reads > 10:
+            raise AssertionError("the chain is walked around again")
+        return self.other
+
+
+def test_a_chain_that_loops_is_walked_once() -> None:
+    first, second = Looped(), Looped()
+    first.other, second.other = second, first
+    assert registry._masked_import(first, "nowhere.at_all") is None
+
+
+def gemm_module(*names: str) -> ModuleType:
+    """A dist-GEMM module that holds these projection classes alone."""
+    module = ModuleType(registry.DIST_GEMM_MODULE)
+    for name in names:
+        setattr(module, name, type(name, (), {"Config": type("Config", (), {})}))
+    return module
+
+
+class Model:
+    """A model spec's model, ``traverse`` as torchtitan's."""
+
+    def __init__(self, *layers: object) -> None:
+        self.layers = layers
+
+    def traverse(self, cls: type) -> list[tuple[str, object]]:
+        return [(f"layers.{i}", layer) for i, layer in enumerate(self.layers)
+                if isinstance(layer, cls)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "config",
+    [SimpleNamespace(), SimpleNamespace(model_spec=SimpleNamespace())],
+    ids=["no model_spec", "no model"],
+)
+def test_a_config_without_a_model_spec_holds_no_dist_gemm(
+    config: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even where the dist-GEMM module was imported."""
+    module = gemm_module(*registry.DIST_GEMM_CLASSES)
+    monkeypatch.setitem(sys.modules, registry.DIST_GEMM_MODULE, module)
+    assert registry._has_dist_gemm(config) is False
+
+
+def test_a_dist_gemm_module_without_some_projections_is_looked_into(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A torchtitan whose module has other classes: those it has are found."""
+    module = gemm_module("RowParallelLinear")
+    monkeypatch.setitem(sys.modules, registry.DIST_GEMM_MODULE, module)
+
+    def spec(*layers: object) -> SimpleNamespace:
+        return SimpleNamespace(model_spec=SimpleNamespace(model=Model(*layers)))
+
+    assert registry._has_dist_gemm(spec(module.RowParallelLinear.Config())) is True
+    assert registry._has_dist_gemm(spec(object())) is False
+
+
+#: A config of torchtitan 0.3.0's: ``compile.passes`` is no TOML era's
+#: ``compiler_toolkit`` list, and a field of its own is a typo away from ours.
+ERA_RECIPES = {
+    "era_recipes/__init__.py": "",
+    "era_recipes/config_registry.py": """
+from torchtitan.experiments.graph_trainer import trainer_config
+
+def passes():
+    config = trainer_config("llama3", "debugmodel", moe=False)
+    config.compile.enable_passes = False
+    config.compile.passes = ["cudagraph"]
+    config.compile.enable_pass = False
+    return config
+""",
+}
+
+
+def test_a_registry_config_is_read_as_torchtitan_0_3_reads_it(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cudagraph from ``compile.passes``; a flag torchtitan takes that our
+    reading refuses (a near miss of ours) leaves every field the config's."""
+    on_path(world, monkeypatch, ERA_RECIPES)
+    try:
+        config = read_config(["--module", "era_recipes", "--config", "passes",
+                              "--compile.enable_pass"])  # fmt: skip
+        assert config.settings["compile.passes"].value == ("cudagraph",)
+        assert config.inputs.cudagraph is False
+        sources = {setting.source for setting in config.settings.values()}
+        assert "CLI" not in sources
+    finally:
+        forget("torchtitan", "era_recipes")
