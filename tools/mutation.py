@@ -856,6 +856,46 @@ EQUIVALENT: list[Equivalent] = [
     ),
     # The --module evaluation and the cache.
     Equivalent(
+        "_evaluation.registry",
+        "_flag_for",
+        'found = ""',
+        "found = None",
+        "Only tested for truth (`found or f'--{key}'`).",
+    ),
+    Equivalent(
+        "_evaluation.registry",
+        "_flag_for",
+        'found = ""',
+        'found = "XXXX"',
+        "The fallback serves a key no argument spells, which for a key of the"
+        " overrides is a bool's no- flag; tyro always makes that a bool, which"
+        " the config never refuses, so no refusal asks for its flag.",
+    ),
+    Equivalent(
+        "_evaluation.registry",
+        "_masked_import",
+        'name = inner.name or ""',
+        'name = inner.name or "XXXX"',
+        "An import error with no name matches no module the launch names either"
+        " way (but a --module package named XXXX).",
+    ),
+    Equivalent(
+        "_evaluation.registry",
+        "read_config",
+        'key = exc.source.partition(": ")[2]',
+        'key = exc.source.rpartition(": ")[2]',
+        "The model's refusals name '' or 'config: FIELD', and no field name"
+        " holds ': ': one separator at most, found from either end.",
+    ),
+    Equivalent(
+        "_evaluation.registry",
+        "read_config",
+        "inputs = read_inputs(settings, known, toolkit_passes=MODULE.toolkit_passes,",
+        "inputs = read_inputs(settings, known, toolkit_passes=None,",
+        "The --module form's toolkit_passes is False, and read_inputs tests it"
+        " for truth only.",
+    ),
+    Equivalent(
         "_evaluation.cache",
         "location",
         'xdg = environ.get("XDG_CACHE_HOME", "")',
