@@ -810,6 +810,39 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_traces",
+        "open_trace",
+        "while len(head) < HEAD and (more := raw.read(HEAD - len(head))):",
+        "while len(head) <= HEAD and (more := raw.read(HEAD - len(head))):",
+        "With the head read, the one more read asks for 0 bytes, which returns"
+        " b'' at once and ends the loop: the same bytes, no wait.",
+    ),
+    Equivalent(
+        "_traces",
+        "open_trace",
+        "while len(head) < HEAD and (more := raw.read(HEAD - len(head))):",
+        "while len(head) < HEAD and (more := raw.read(HEAD + len(head))):",
+        "A read returns what is there, up to the size: at most a few bytes more"
+        " in the head, which is replayed whole before the rest.",
+    ),
+    Equivalent(
+        "_traces",
+        "open_trace",
+        'raw = open(path, "rb", buffering=0)  # noqa: SIM115 - handed to the caller',
+        'raw = open(path, "rb", )  # noqa: SIM115 - handed to the caller',
+        "A buffered file under the replay gives the same bytes in the same"
+        " order; its read of the head waits for the head alone, as the loop"
+        " does.",
+    ),
+    Equivalent(
+        "_traces",
+        "_Replayed.readinto",
+        "self.head = self.head[size:]",
+        "self.head = None",
+        "Its one reader, a BufferedReader, asks for its 8 KiB buffer: the whole"
+        " head (6 bytes at most) is given at the first read.",
+    ),
+    Equivalent(
+        "_traces",
         "_Window.__init__",
         'self.decoder = codecs.getincrementaldecoder("utf-8-sig")()',
         'self.decoder = codecs.getincrementaldecoder("UTF-8-SIG")()',

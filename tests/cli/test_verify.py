@@ -484,6 +484,36 @@ def test_a_trace_from_a_pipe(tmp_path: Path, gz: bool, first: int) -> None:
         os.close(read)
 
 
+def test_a_pipe_is_opened_on_its_first_bytes(tmp_path: Path) -> None:
+    """``open_trace`` reads only the bytes that tell a trace's form before it
+    hands the stream on: a producer still writing (``verify <(slow ...)``) is
+    read as it writes, never waited for to the end."""
+    read, write = os.pipe()
+    os.write(write, b'{"traceEvents": [')  # more than the head; still open
+    opened: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: opened.append(_traces.open_trace(f"/dev/fd/{read}"))
+    )
+    reader.start()
+    reader.join(timeout=30)
+    waited = reader.is_alive()  # for the writer to end
+    os.close(write)
+    reader.join()
+    assert not waited and opened
+    with opened[0] as stream:
+        assert stream.read() == b'{"traceEvents": ['
+    os.close(read)
+
+
+def test_a_file_that_fails_to_read_is_said_unreadable() -> None:
+    """Its first read fails (``/proc/self/mem`` at offset 0: EIO)."""
+    with pytest.raises(TraceError) as caught:
+        count_streams("/proc/self/mem")
+    assert (
+        str(caught.value) == f"unreadable: {OSError(errno.EIO, os.strerror(errno.EIO))}"
+    )
+
+
 def _write_and_close(fd: int, path: Path, first: int = 0, read: int = -1) -> None:
     """A file's bytes into a pipe: its ``first`` bytes alone, then, once the
     reader at ``read`` took them (or after 10 s), the rest."""
