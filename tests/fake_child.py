@@ -47,6 +47,9 @@ def main(argv: list[str]) -> None:
         "niceness": os.nice(0),
         "stdin_is_pipe": not os.isatty(0) and os.fstat(0).st_size == 0,
     }
+    if "--say" in argv:  # the file it says its line on
+        said = os.fstat(int(argv[argv.index("--say") + 1]))
+        record["say"] = [said.st_dev, said.st_ino]
     os.write(2, environ.get("FAKE_CHILD_STDERR", "").encode())
     if "--parent" in argv and not environ.get("FAKE_CHILD_STUCK"):
         watch(int(argv[argv.index("--parent") + 1]))

@@ -953,6 +953,43 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "_copy_of_stderr",
+        "return -1",
+        "return -2",
+        "Any negative number means no copy: the caller tests fd >= 0.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lower_priority_of",
+        "os.setpriority(os.PRIO_PROCESS, pid, 19)",
+        "os.setpriority(os.PRIO_PROCESS, pid, 20)",
+        "Linux clamps a niceness above 19 to 19.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lower_priority_of",
+        'idle = getattr(os, "SCHED_IDLE", None)',
+        'idle = getattr(os, "SCHED_IDLE", )',
+        "The default serves a platform without the idle class; Linux, where"
+        " ROCm runs, has it.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lower_priority_of",
+        'if idle is not None and hasattr(os, "sched_setscheduler"):',
+        'if idle is not None or hasattr(os, "sched_setscheduler"):',
+        "As above: on Linux both hold.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lower_priority_of",
+        'raise OSError(errno.EPERM, "not the leader of a session of its own")',
+        'raise OSError(errno.EPERM, "XXnot the leader of a session of its ownXX")',
+        "Its one caller passes over the error (the child lowers itself and says"
+        " why not): the wording is never shown.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "Child.read_line",
         "if len(self._buffer) > MAX_LINE_BYTES:",
         "if len(self._buffer) >= MAX_LINE_BYTES:",

@@ -242,6 +242,27 @@ def test_an_answer_is_read_on_a_descriptor_select_cannot_watch(
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.parametrize("spare", [True, False])
+def test_the_child_says_its_line_on_a_copy_of_our_stderr(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch, spare: bool
+) -> None:
+    """With no descriptor to spare for the copy (EMFILE), it is given none,
+    never another of ours."""
+    if not spare:
+
+        def no_more(fd: int) -> int:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+        monkeypatch.setattr(process.os, "dup", no_more)
+    child = process.Child(None, [], ["--module", "m"], fake_child, say=True)
+    try:
+        [record] = await_started(fake_child)
+    finally:
+        child.end()
+    stderr = os.fstat(2)
+    assert record.get("say") == ([stderr.st_dev, stderr.st_ino] if spare else None)
+
+
 def test_nothing_the_child_says_on_stderr_reaches_the_launchers(
     fake_child: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -591,6 +612,23 @@ def test_the_lowest_priority_never_lowers_a_session_it_shares(
         # The session's group as found (empty where the session is in the
         # kernel's root group, as a CI runner's started from init's can be).
         assert nice == str(Path("/proc/self/autogroup").read_text().split()[-1:])
+
+
+def test_the_parent_lowers_its_child_at_once() -> None:
+    """A child that leads its own session, from its parent: nice 19, the idle
+    class, its session's group at nice 19 (where the kernel groups by
+    session), before it runs an instruction of its own."""
+    child = subprocess.Popen(["sleep", "30"], **STARTS["own session"])
+    try:
+        process.lower_priority_of(child.pid)
+        assert os.getpriority(os.PRIO_PROCESS, child.pid) == 19
+        assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
+        if Path(process.AUTOGROUP_SWITCH).read_text().strip() == "1":
+            group = Path(f"/proc/{child.pid}/autogroup").read_text()
+            assert group.split()[-1:] == ["19"]
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize("start", ["own process group", "shared"])
