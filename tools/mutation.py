@@ -953,6 +953,20 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "interpreter_of",
+        '("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+',
+        '("-P", getattr(sys.flags, "safe_path", None)),  # 3.11+',
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "interpreter_of",
+        'safe = bool(sys.flags.isolated or getattr(sys.flags, "safe_path", False))',
+        'safe = bool(sys.flags.isolated or getattr(sys.flags, "safe_path", None))',
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "_copy_of_stderr",
         "return -1",
         "return -2",

@@ -509,6 +509,13 @@ def test_the_interpreter_the_training_runs_with(
     keys = {launch_key(launch, {}) for launch in (
         here, Launch(MODULE_FORM, ARGS, True, module), worker)}  # fmt: skip
     assert len(keys) == 3
+    for alone in ("isolated", "safe_path"):  # each puts nothing first
+        monkeypatch.setattr(sys, "flags", Flags(**{alone: 1}))
+        assert process.interpreter_of(here, {})[1] is None
+    before_311 = Flags()  # no safe_path (-P) before CPython 3.11
+    del before_311.safe_path  # type: ignore[attr-defined]
+    monkeypatch.setattr(sys, "flags", before_311)
+    assert process.interpreter_of(here, {}) == ((), str(real))
 
 
 def test_a_copy_made_by_fork_lets_go_and_never_ends_the_child(
