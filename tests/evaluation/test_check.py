@@ -4,6 +4,7 @@ so once; its log level, its lock, its priority, its bound."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -17,13 +18,14 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.answer import Verdict
 from rocm_hwq_autoset._evaluation.cache import MAX_UNCHECKED, Cache
 from rocm_hwq_autoset._model import encode_inputs
 
 from ..helpers import check_lines
 from ..helpers import said as parsed
-from .children import CHILD, Forked, answer, child, evaluations, flat
+from .children import CHILD, Forked, answer, child, evaluations, flat, refusal
 
 #: A recipe whose degree comes from a file read only by os.path.exists: no
 #: recording sees that (no audit event), so only a check can tell.
@@ -293,8 +295,9 @@ def test_a_check_that_fails_keeps_the_entry_and_says_so_only_when_verbose(
         "rocm-hwq-autoset: cache: checking the cached --module/--config"
         " evaluation: internal error (ZeroDivisionError: division by zero); the"
         " entry is kept"])):  # fmt: skip
-        _, said = checking(flagged, TP1, BREAK_TRAVERSE="1", ROCM_HWQ_AUTOSET_LOG=level)
-        assert said == lines
+        out, said = checking(flagged, TP1, BREAK_TRAVERSE="1",
+                             ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
+        assert (verdict(out), said) == (("unchecked", None), lines)
         assert entry(flagged) == before
 
 
@@ -398,3 +401,142 @@ def test_a_stale_entry_the_check_cannot_correct_is_removed(
         assert entry(flagged) is not None
         return
     assert entry(flagged) is None
+
+
+def in_fork(
+    world: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    argv: list[str], **env: str,
+) -> Forked:  # fmt: skip
+    """The check's main in a fork of this process, importing the stand-in
+    torchtitan and the recipes as the real child does (the test's own
+    ``child_module`` patches apply there)."""
+    for folder in world["PYTHONPATH"].split(os.pathsep)[:1]:
+        monkeypatch.syspath_prepend(folder)
+    monkeypatch.chdir(world["WORK"])
+    monkeypatch.syspath_prepend(world["WORK"])
+    os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
+    return Forked(tmp_path, argv, ROCM_HWQ_AUTOSET="0",
+                  STANDIN_LOG=world["STANDIN_LOG"], **env)  # fmt: skip
+
+
+def wait_blocked(forked: Forked) -> None:
+    """Until the fork waits for a lock (it runs at our priority: bounded)."""
+    deadline = time.monotonic() + 10
+    while not forked.blocked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert forked.blocked()
+
+
+@pytest.mark.parametrize(
+    ("level", "read"), [("", True), ("verbose", True), ("verbose", False)]
+)
+def test_a_check_that_cannot_run_at_the_lowest_priority_does_not_run(
+    flagged: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    level: str,
+    read: bool,
+) -> None:
+    """Where the lowest priority cannot be had (``lowest_priority`` says why),
+    no evaluation and nothing stored: the verdict is unchecked, and the reason
+    is said as a detail (verbose only), with the bound on unchecked hits. A
+    launcher that no longer reads its stderr (the write fails, EPIPE) does
+    not stop the child."""
+    Path(flagged["WORK"], "tp2.flag").write_text("")  # a check would find TP2
+    why = os.strerror(errno.EPERM)
+    monkeypatch.setattr(child_module, "lowest_priority", lambda: why)
+    reader, write = os.pipe()
+    if not read:
+        os.close(reader)
+    options = ["--cache", flagged["CACHE"], "--key", "k" * 32, "--check", TP1,
+               "--say", str(write)]  # fmt: skip
+    try:
+        forked = in_fork(flagged, tmp_path, monkeypatch, [*options, "--", *FLAG],
+                         ROCM_HWQ_AUTOSET_LOG=level)  # fmt: skip
+    finally:
+        os.close(write)
+    status, out = forked.finish()
+    assert (status, verdict(out)) == (0, ("unchecked", None))
+    assert (evaluations(flagged), entry(flagged)) == (0, None)
+    if not read:
+        return
+    with os.fdopen(reader) as lines:
+        said = lines.read()
+    if not level:
+        assert said == ""
+        return
+    kind, message = parsed(said)
+    assert kind == "say" and why in message  # a detail: no lead
+    assert str(MAX_UNCHECKED) in message.split()
+    check_lines(request, [("the lowest priority refused", said)])
+
+
+def test_a_check_waits_for_its_entrys_check_lock(
+    flagged: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One check of an entry at a time on a node: the lock it waits for is
+    that entry's, named by its key."""
+    monkeypatch.setattr(child_module, "lowest_priority", lambda: None)  # ours
+    os.makedirs(flagged["CACHE"], mode=0o700, exist_ok=True)
+    cache = Cache(flagged["CACHE"])
+    lock = os.open(
+        os.path.join(cache.path, cache.check_lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
+    options = ["--cache", cache.path, "--key", "k" * 32, "--check", TP1]
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another check of the entry runs
+        forked = in_fork(flagged, tmp_path, monkeypatch, [*options, "--", *FLAG])
+        wait_blocked(forked)
+        assert evaluations(flagged) == 0
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)  # it ends (the fork shares the fd)
+        os.close(lock)
+    status, out = forked.finish()
+    assert (status, verdict(out), evaluations(flagged)) == (0, ("same", None), 1)
+
+
+def test_a_peers_refusal_the_check_finds_a_config_for_is_stale(
+    flagged: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """A rank took another launch's refusal (nothing was set from it); its
+    check evaluates and finds the config: stale, said once, the entry stored,
+    and the fresh answer in the verdict (not the same: a refusal is compared
+    with a refusal only)."""
+    monkeypatch.setattr(child_module, "lowest_priority", lambda: None)  # ours
+    os.makedirs(flagged["CACHE"], mode=0o700, exist_ok=True)
+    cache = Cache(flagged["CACHE"])
+    lock = os.open(
+        os.path.join(cache.path, cache.lock_file("k" * 32)),
+        os.O_RDWR | os.O_CREAT,
+        0o600,
+    )
+    reader, write = os.pipe()
+    options = ["--cache", cache.path, "--key", "k" * 32, "--checks",
+               "--say", str(write)]  # fmt: skip
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a peer evaluates
+        try:
+            forked = in_fork(flagged, tmp_path, monkeypatch, [*options, "--", *FLAG])
+        finally:
+            os.close(write)
+        wait_blocked(forked)
+        cache.publish("k" * 32, refusal("the peer's"), NO_DEPS)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+    status, out = forked.finish()
+    with os.fdopen(reader) as lines:
+        said = lines.read()
+    taken, checked = out.splitlines()
+    assert flat(json.loads(taken)) == {"error": "the peer's", "source": "",
+                                       "how": "peer"}  # fmt: skip
+    assert (status, verdict(checked)) == (0, ("stale", TP1))
+    assert parsed(said)[0] == "warning"
+    check_lines(request, [("a peer's refusal, a config found", said)])
+    assert entry(flagged)["result"]["inputs"] == TP1
