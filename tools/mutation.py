@@ -952,6 +952,58 @@ EQUIVALENT: list[Equivalent] = [
         " gives a cache gives its key.",
     ),
     Equivalent(
+        "_evaluation.child",
+        "_check",
+        "stored = False",
+        "stored = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_check",
+        "launch = Launch(MODULE, args, False)",
+        "launch = Launch(MODULE, args, None)",
+        "The launch is only concluded from, and conclude() never reads"
+        " in_process (the parent's and process's own).",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_check",
+        "launch = Launch(MODULE, args, False)",
+        "launch = Launch(MODULE, args, True)",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_say",
+        'os.write(options.say, line.encode("utf-8", "backslashreplace"))',
+        'os.write(options.say, line.encode("utf-8", ))',
+        "Outcome.line escapes every character a line could not encode"
+        " (printable()): the handler never runs.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_say",
+        'os.write(options.say, line.encode("utf-8", "backslashreplace"))',
+        'os.write(options.say, line.encode("UTF-8", "backslashreplace"))',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_say",
+        'os.write(options.say, line.encode("utf-8", "backslashreplace"))',
+        'os.write(options.say, line.encode("utf-8", "XXbackslashreplaceXX"))',
+        "An error handler is looked up only when a character fails to encode,"
+        " which never happens here (above).",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_say",
+        'os.write(options.say, line.encode("utf-8", "backslashreplace"))',
+        'os.write(options.say, line.encode("utf-8", "BACKSLASHREPLACE"))',
+        "As above.",
+    ),
+    Equivalent(
         "_evaluation.process",
         "interpreter_of",
         '("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+',
