@@ -4,7 +4,8 @@ and when, without torchtitan.
 
 Its environment tells it what to do: ``FAKE_CHILD_LOG`` (a file: one JSON line
 of what it was started with), ``FAKE_CHILD_SLEEP`` (seconds before answering),
-``FAKE_CHILD_OUT`` (what to print; default a Q=8 result), ``FAKE_CHILD_LINGER``
+``FAKE_CHILD_OUT`` (what to print; default a Q=8 result; ``FAKE_CHILD_OUT_TIMES``
+repeats it), ``FAKE_CHILD_LINGER``
 (seconds it goes on after printing, its stdout still open), ``FAKE_CHILD_EXIT``
 (the status), ``FAKE_CHILD_SIGNAL`` (end by this signal instead of printing),
 ``FAKE_CHILD_STDERR`` (what to say on stderr first), ``FAKE_CHILD_SAY`` (what a
@@ -67,6 +68,7 @@ def main(argv: list[str]) -> None:
     if environ.get("FAKE_CHILD_SIGNAL"):
         os.kill(os.getpid(), int(environ["FAKE_CHILD_SIGNAL"]))
     out = environ.get("FAKE_CHILD_OUT", json.dumps(ANSWER))
+    out *= int(environ.get("FAKE_CHILD_OUT_TIMES", "1"))  # past exec's limit
     os.write(1, (out + "\n").encode())
     time.sleep(float(environ.get("FAKE_CHILD_LINGER", "0")))
     os._exit(int(environ.get("FAKE_CHILD_EXIT", "0")))

