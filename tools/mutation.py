@@ -1012,6 +1012,31 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "_reap",
+        "os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us",
+        "os.dup2(quiet, 2)  # the parent's EOF on the answer must not wait for us",
+        "The reaper's copy of the answer pipe would close only when the child"
+        " dies, and the child's death ends the reaper at once (its parent-death"
+        " signal): the parent's EOF comes at the same moment.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_reap",
+        "os.dup2(quiet, 2)",
+        "os.dup2(quiet, 3)",
+        "The child's stderr, which the reaper inherits, is /dev/null already;"
+        " descriptor 3 is closed next anyway.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_reap",
+        "while os.read(0, 4096):",
+        "while os.read(0, 4097):",
+        "The size of each read of a pipe nothing writes to: it waits for EOF"
+        " either way.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "Child.read_line",
         "ready = poller.poll(math.ceil(remaining * 1000))  # milliseconds",
         "ready = poller.poll(math.ceil(remaining * 1001))  # milliseconds",
