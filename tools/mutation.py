@@ -1012,6 +1012,75 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "_close_all_but_stdio",
+        'names = os.listdir("/proc/self/fd")',
+        'names = os.listdir("XX/proc/self/fdXX")',
+        "The reaper lives exactly as long as the child (it ends the group when"
+        " the child dies): a descriptor it keeps (the --say copy) closes when"
+        " the child's own does.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_close_all_but_stdio",
+        'names = os.listdir("/proc/self/fd")',
+        'names = os.listdir("/PROC/SELF/FD")',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_close_all_but_stdio",
+        "if int(name) > 2:",
+        "if int(name) >= 2:",
+        "Descriptor 2 is the reaper's /dev/null (dup2 before): closing it"
+        " changes nothing.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_close_all_but_stdio",
+        "if int(name) > 2:",
+        "if int(name) > 3:",
+        "Descriptor 3 kept: the reaper lives exactly as long as the child (it"
+        " ends the group when the child dies): a descriptor it keeps (the --say"
+        " copy) closes when the child's own does.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "end_group",
+        "os._exit(1)  # pragma: no cover - killpg killed us",
+        "os._exit(None)  # pragma: no cover - killpg killed us",
+        "Never reached: killpg killed this process first.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "end_group",
+        "os._exit(1)  # pragma: no cover - killpg killed us",
+        "os._exit(2)  # pragma: no cover - killpg killed us",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "say: bool = False,",
+        "say: bool = True,",
+        "Both callers give it.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "fd = _copy_of_stderr() if say and 2 not in held else -1",
+        "fd = _copy_of_stderr() if say and 3 not in held else -1",
+        "With stderr closed, the copy is of the /dev/null held on 2: the"
+        " child's line goes nowhere either way.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "self._eof = False",
+        "self._eof = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "_reap",
         "os.dup2(quiet, 1)  # the parent's EOF on the answer must not wait for us",
         "os.dup2(quiet, 2)  # the parent's EOF on the answer must not wait for us",

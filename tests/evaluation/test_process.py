@@ -249,6 +249,62 @@ def test_the_wait_for_an_answer_is_one_poll_not_a_spin(
     assert 1 <= len(polls) <= 5, polls
 
 
+def test_at_exit_a_child_with_nothing_to_store_ends_at_once(
+    fake_child: dict[str, str],
+) -> None:
+    """Only a child given time to store an answer (``linger``) goes on after
+    its launcher exits: this one, which would answer in 0.5 s, is ended."""
+    environ = dict(fake_child, FAKE_CHILD_SLEEP="0.5")
+    child = process.Child(None, [], ["--module", "m"], environ)
+    await_started(fake_child)
+    child.at_exit()
+    assert child.process.returncode == -signal.SIGKILL
+
+
+def _forked(run: Any) -> int:
+    """The wait status of a fork that runs ``run()``, then exits with 0."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the fork's
+        try:
+            run()
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+
+def test_a_child_whose_launcher_is_gone_before_its_watch_ends() -> None:
+    status = _forked(lambda: process.watch(0))  # 0: never our parent
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
+
+
+def test_ending_the_group_ends_what_the_child_started() -> None:
+    """``end_group``: the child's whole process group, its children too."""
+    read, write = os.pipe()
+
+    def group_with_a_grandchild() -> None:
+        os.setpgid(0, 0)
+        grandchild = subprocess.Popen(["sleep", "60"])
+        os.write(write, f"{grandchild.pid}\n".encode())
+        process.end_group()
+
+    status = _forked(group_with_a_grandchild)
+    os.close(write)
+    grandchild = int(os.read(read, 64))
+    os.close(read)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    for _ in range(100):  # reaped by whoever adopted it, or a zombie
+        try:
+            state = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1]
+        except FileNotFoundError:
+            break
+        if state.split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(grandchild, signal.SIGKILL)
+        pytest.fail("the child's own child outlived its group's end")
+
+
 #: A descriptor ``select()`` cannot watch (``FD_SETSIZE``: 1024 on Linux).
 PAST_SELECT = 1024
 
