@@ -1012,6 +1012,96 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "_hold_stdio",
+        "fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)",
+        "fd = os.open(os.devnull, os.O_RDWR & os.O_CLOEXEC)",
+        "The held descriptors are 0, 1 or 2, which the child's start replaces"
+        " with its own stdio anyway: whether they would be inherited, or"
+        " writable, changes nothing.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_hold_stdio",
+        "if fd > 2:",
+        "if fd >= 2:",
+        "A free 2 then goes to the child's end of the first pipe, which the"
+        " parent closes as the child starts: no pipe of ours stays on a stdio"
+        " number.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "_hold_stdio",
+        "if fd > 2:",
+        "if fd > 3:",
+        "Descriptor 3 held too, and closed with the others: only the numbers"
+        " of our own pipes change.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "dies_with_this_process",
+        "os._exit(1)",
+        "os._exit(None)",
+        "Reached only when the parent has ended: no one reads this status.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "dies_with_this_process",
+        "os._exit(1)",
+        "os._exit(2)",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "fd = _copy_of_stderr() if say and 2 not in held else -1",
+        "fd = _copy_of_stderr() if say and 2 not in held else -2",
+        "Any negative number means no copy: the tests are fd >= 0.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "if fd >= 0:",
+        "if fd > 0:",
+        "A copy of stderr is never 0, 1 or 2: those are open (or held on"
+        " /dev/null) when it is made, and dup takes the lowest free number.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "if fd >= 0:",
+        "if fd >= 1:",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "pass_fds=(fd,) if fd >= 0 else (),",
+        "pass_fds=(fd,) if fd > 0 else (),",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "pass_fds=(fd,) if fd >= 0 else (),",
+        "pass_fds=(fd,) if fd >= 1 else (),",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "for own in (*held, fd) if fd >= 0 else held:",
+        "for own in (*held, fd) if fd > 0 else held:",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "Child.__init__",
+        "for own in (*held, fd) if fd >= 0 else held:",
+        "for own in (*held, fd) if fd >= 1 else held:",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "_close_all_but_stdio",
         'names = os.listdir("/proc/self/fd")',
         'names = os.listdir("XX/proc/self/fdXX")',
