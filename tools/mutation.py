@@ -1012,6 +1012,66 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "interpreter_of",
+        'safe = sys.version_info >= (3, 11) and bool(environ.get("PYTHONSAFEPATH"))',
+        'safe = sys.version_info > (3, 11) and bool(environ.get("PYTHONSAFEPATH"))',
+        "sys.version_info has five fields: on any 3.11.x it is greater than"
+        " (3, 11) too.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        "os.nice(19)  # from any niceness: 19 is the ceiling",
+        "os.nice(20)  # from any niceness: 19 is the ceiling",
+        "Linux clamps a niceness above 19 to 19.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'idle = getattr(os, "SCHED_IDLE", None)',
+        'idle = getattr(os, "SCHED_IDLE", )',
+        "The default serves a platform without the idle class; Linux has it.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'if idle is not None and hasattr(os, "sched_setscheduler"):',
+        'if idle is not None or hasattr(os, "sched_setscheduler"):',
+        "As above: on Linux both hold.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'with contextlib.suppress(OSError), open(AUTOGROUP, "rb") as group:',
+        'with contextlib.suppress(OSError), open("rb") as group:',
+        "The shortcut for a group the parent already lowered, missed: the"
+        " child writes the same 19 itself (the end state is the same; without"
+        " CAP_SYS_ADMIN the kernel's rate limit can make that take up to 1.2"
+        " s, at the idle priority).",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'with contextlib.suppress(OSError), open(AUTOGROUP, "rb") as group:',
+        "with contextlib.suppress(OSError), open(AUTOGROUP, ) as group:",
+        "As above (a text read never equals the bytes b'19').",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'if group.read().split()[-1:] == [b"19"]:  # set by the parent already',
+        'if group.read().split()[+1:] == [b"19"]:  # set by the parent already',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'if group.read().split()[-1:] == [b"19"]:  # set by the parent already',
+        'if group.read().split()[-2:] == [b"19"]:  # set by the parent already',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "_hold_stdio",
         "fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)",
         "fd = os.open(os.devnull, os.O_RDWR & os.O_CLOEXEC)",

@@ -272,6 +272,31 @@ def _forked(run: Any) -> int:
     return os.waitpid(pid, 0)[1]
 
 
+@pytest.mark.parametrize("refused", ["nice", "sched_setscheduler", "autogroup"])
+def test_a_step_the_kernel_refuses_never_stops_the_lowering(
+    monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    """``lowest_priority`` in a child of its own session: a step the kernel
+    (or a container's seccomp) refuses, or a group it cannot read, is passed
+    over, never raised."""
+
+    def refuse(*args: Any) -> Any:
+        raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+    if refused == "autogroup":
+        monkeypatch.setattr(process, "AUTOGROUP", "/nonexistent/autogroup")
+    else:
+        monkeypatch.setattr(process.os, refused, refuse)
+
+    def lower() -> None:
+        os.setsid()
+        process.lowest_priority()
+        os._exit(7)
+
+    status = _forked(lower)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
+
+
 def test_a_child_whose_launcher_is_gone_before_its_watch_ends() -> None:
     status = _forked(lambda: process.watch(0))  # 0: never our parent
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
