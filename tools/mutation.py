@@ -1072,6 +1072,13 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.process",
+        "lowest_priority",
+        'if group.read().split()[-1:] == [b"19"]:  # set by the parent already',
+        'if group.read().split()[-1:] == [b"XX19XX"]:  # set by the parent already',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
         "_hold_stdio",
         "fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)",
         "fd = os.open(os.devnull, os.O_RDWR & os.O_CLOEXEC)",
