@@ -20,6 +20,7 @@ import pytest
 from rocm_hwq_autoset._decision import internal_error
 from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._evaluation import child as child_module
+from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, host
 
 from ..helpers import check_lines
@@ -200,9 +201,11 @@ def node(tmp_path: Path) -> tuple[Cache, list[str]]:
     return Cache(str(folder)), ["--cache", str(folder), "--key", "k" * 32]
 
 
+@pytest.mark.parametrize("failed", [False, True])
 def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
-    tmp_path: Path, node: tuple[Cache, list[str]]
+    tmp_path: Path, node: tuple[Cache, list[str]], failed: bool
 ) -> None:
+    """The peer's refusal, or its own failure, as it is."""
     cache, options = node
     lock = os.open(
         os.path.join(cache.path, cache.lock_file("k" * 32)),
@@ -213,7 +216,8 @@ def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
         fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
         _wait_blocked(forked)
-        cache.publish("k" * 32, refusal("the peer's"), NO_DEPS)
+        peers = Answer(failure="the peer's") if failed else refusal("the peer's")
+        cache.publish("k" * 32, peers, NO_DEPS)
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)  # the peer ends (the fork shares the fd)
         os.close(lock)
