@@ -3,17 +3,22 @@ its environment, its answer, what it evaluated."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.answer import Answer
+from rocm_hwq_autoset._evaluation.cache import Cache
 from rocm_hwq_autoset._evaluation.process import child_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,3 +115,24 @@ class Forked:
         """Whether it waits for a lock."""
         with open("/proc/locks") as locks:
             return any("->" in line and f" {self.pid} " in line for line in locks)
+
+    def wait_blocked(self) -> None:
+        """Until it waits for a lock (it runs at our priority: bounded)."""
+        deadline = time.monotonic() + 10
+        while not self.blocked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.blocked()
+
+
+@contextlib.contextmanager
+def held(cache: Cache, name: str) -> Iterator[None]:
+    """The cache's lock file ``name`` held, as a peer or a check holds it; a
+    fork made meanwhile shares the descriptor, and the release ends the hold
+    for both."""
+    lock = os.open(os.path.join(cache.path, name), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)

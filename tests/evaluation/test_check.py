@@ -5,7 +5,6 @@ so once; its log level, its lock, its priority, its bound."""
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import signal
@@ -25,7 +24,16 @@ from rocm_hwq_autoset._model import encode_inputs
 
 from ..helpers import check_lines
 from ..helpers import said as parsed
-from .children import CHILD, Forked, answer, child, evaluations, flat, refusal
+from .children import (
+    CHILD,
+    Forked,
+    answer,
+    child,
+    evaluations,
+    flat,
+    held,
+    refusal,
+)
 
 #: A recipe whose degree comes from a file read only by os.path.exists: no
 #: recording sees that (no audit event), so only a check can tell.
@@ -212,14 +220,8 @@ def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> N
     stored = entry(flagged)["result"]
     os.unlink(cache.entry("k" * 32))
     wrong = config_from_json({**stored, "inputs": TP2})  # what another launch found
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
     read, write = os.pipe()
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a peer evaluates
+    with held(cache, cache.lock_file("k" * 32)):  # a peer evaluates
         options = ["--cache", cache.path, "--key", "k" * 32, "--checks",
                    "--say", str(write)]  # fmt: skip
         process = subprocess.Popen(
@@ -237,9 +239,6 @@ def test_a_peers_answer_is_checked(flagged: dict[str, str], tmp_path: Path) -> N
         ):
             time.sleep(0.01)
         cache.publish("k" * 32, Answer(config=wrong), NO_DEPS)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
     out, _ = process.communicate(timeout=60)
     with os.fdopen(read) as lines:
         said = lines.read().splitlines()
@@ -419,14 +418,6 @@ def in_fork(
                   STANDIN_LOG=world["STANDIN_LOG"], **env)  # fmt: skip
 
 
-def wait_blocked(forked: Forked) -> None:
-    """Until the fork waits for a lock (it runs at our priority: bounded)."""
-    deadline = time.monotonic() + 10
-    while not forked.blocked() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert forked.blocked()
-
-
 @pytest.mark.parametrize(
     ("level", "read"), [("", True), ("verbose", True), ("verbose", False)]
 )
@@ -480,20 +471,13 @@ def test_a_check_waits_for_its_entrys_check_lock(
     monkeypatch.setattr(child_module, "lowest_priority", lambda: None)  # ours
     os.makedirs(flagged["CACHE"], mode=0o700, exist_ok=True)
     cache = Cache(flagged["CACHE"])
-    lock = os.open(
-        os.path.join(cache.path, cache.check_lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
     options = ["--cache", cache.path, "--key", "k" * 32, "--check", TP1]
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another check of the entry runs
+    with held(
+        cache, cache.check_lock_file("k" * 32)
+    ):  # another check of the entry runs
         forked = in_fork(flagged, tmp_path, monkeypatch, [*options, "--", *FLAG])
-        wait_blocked(forked)
+        forked.wait_blocked()
         assert evaluations(flagged) == 0
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)  # it ends (the fork shares the fd)
-        os.close(lock)
     status, out = forked.finish()
     assert (status, verdict(out), evaluations(flagged)) == (0, ("same", None), 1)
 
@@ -511,25 +495,16 @@ def test_a_peers_refusal_the_check_finds_a_config_for_is_stale(
     monkeypatch.setattr(child_module, "lowest_priority", lambda: None)  # ours
     os.makedirs(flagged["CACHE"], mode=0o700, exist_ok=True)
     cache = Cache(flagged["CACHE"])
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
     reader, write = os.pipe()
     options = ["--cache", cache.path, "--key", "k" * 32, "--checks",
                "--say", str(write)]  # fmt: skip
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a peer evaluates
+    with held(cache, cache.lock_file("k" * 32)):  # a peer evaluates
         try:
             forked = in_fork(flagged, tmp_path, monkeypatch, [*options, "--", *FLAG])
         finally:
             os.close(write)
-        wait_blocked(forked)
+        forked.wait_blocked()
         cache.publish("k" * 32, refusal("the peer's"), NO_DEPS)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
     status, out = forked.finish()
     with os.fdopen(reader) as lines:
         said = lines.read()

@@ -5,7 +5,6 @@ children of ranks started together on one node share one evaluation."""
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import stat
@@ -25,7 +24,16 @@ from rocm_hwq_autoset._evaluation.cache import Cache, host
 
 from ..helpers import check_lines
 from ..helpers import said as parsed
-from .children import CHILD, Forked, answer, child, evaluations, flat, refusal
+from .children import (
+    CHILD,
+    Forked,
+    answer,
+    child,
+    evaluations,
+    flat,
+    held,
+    refusal,
+)
 from .helpers import served_on_a_full_disk
 
 RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
@@ -207,20 +215,11 @@ def test_a_rank_waits_for_the_peer_holding_the_lock_and_takes_its_answer(
 ) -> None:
     """The peer's refusal, or its own failure, as it is."""
     cache, options = node
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the peer evaluates
+    with held(cache, cache.lock_file("k" * 32)):  # the peer evaluates, then ends
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
-        _wait_blocked(forked)
+        forked.wait_blocked()
         peers = Answer(failure="the peer's") if failed else refusal("the peer's")
         cache.publish("k" * 32, peers, NO_DEPS)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)  # the peer ends (the fork shares the fd)
-        os.close(lock)
     status, out = forked.finish()
     assert (status, flat(json.loads(out))) == (
         0, {"error": "the peer's", "source": "", "how": "peer"}
@@ -234,20 +233,11 @@ def test_an_answer_published_before_the_rank_started_is_not_taken(
     answer there: this rank evaluates."""
     cache, options = node
     cache.publish("k" * 32, refusal("an earlier launch's"), NO_DEPS)
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(cache, cache.lock_file("k" * 32)):
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
         deadline = time.monotonic() + 10
         while not forked.blocked() and time.monotonic() < deadline:
             time.sleep(0.01)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
     status, out = forked.finish()
     assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
     assert flat(cache.published("k" * 32)[1]["answer"]) == NO_CONFIG_ANSWER  # the next
@@ -304,13 +294,6 @@ def test_a_cache_that_cannot_store_says_so_once_per_node(
     check_lines(request, [("an entry that is a folder", said)], tmp_path)
 
 
-def _wait_blocked(forked: Forked) -> None:
-    deadline = time.monotonic() + 10
-    while not forked.blocked() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert forked.blocked()
-
-
 @pytest.mark.parametrize(
     ("published", "taken"),
     [
@@ -327,19 +310,10 @@ def test_a_peers_answer_is_taken_only_if_nothing_it_read_differs_here(
     cache, options = node
     deps = None if published is None else {**NO_DEPS, "env": published}
     peer = refusal("the peer's")
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(cache, cache.lock_file("k" * 32)):
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG], MY_CP="1")
-        _wait_blocked(forked)
+        forked.wait_blocked()
         cache.publish("k" * 32, peer, deps)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
     status, out = forked.finish()
     assert status == 0
     taken_answer = {"error": "the peer's", "source": "", "how": "peer"}
@@ -350,23 +324,14 @@ def test_a_peers_answer_for_another_key_is_not_taken(
     tmp_path: Path, node: tuple[Cache, list[str]]
 ) -> None:
     cache, options = node
-    lock = os.open(
-        os.path.join(cache.path, cache.lock_file("k" * 32)),
-        os.O_RDWR | os.O_CREAT,
-        0o600,
-    )
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(cache, cache.lock_file("k" * 32)):
         forked = Forked(tmp_path, [*options, "--", *NO_CONFIG])
-        _wait_blocked(forked)
+        forked.wait_blocked()
         cache.publish("j" * 32, refusal("another's"), NO_DEPS)
         os.rename(
             os.path.join(cache.path, cache.result_file("j" * 32)),
             os.path.join(cache.path, cache.result_file("k" * 32)),
         )
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        os.close(lock)
     status, out = forked.finish()
     assert (status, out.count("\n"), flat(json.loads(out))) == (0, 1, NO_CONFIG_ANSWER)
 
