@@ -20,7 +20,7 @@ from rocm_hwq_autoset._decision import internal_error
 from rocm_hwq_autoset._environ import DEFAULT_TIMEOUT
 from rocm_hwq_autoset._evaluation import child as child_module
 from rocm_hwq_autoset._evaluation.answer import Answer
-from rocm_hwq_autoset._evaluation.cache import Cache, host
+from rocm_hwq_autoset._evaluation.cache import LAUNCH_VARIABLES, Cache, host, launch_of
 
 from ..helpers import check_lines
 from ..helpers import said as parsed
@@ -349,7 +349,7 @@ def test_the_child_answers_first_then_stores_at_the_lowest_priority(
     of the node waiting on the lock, what they wait for is published at the
     launch's own priority: was, on a busy machine, the rank that evaluated
     ended its idle child before it published, and each peer evaluated."""
-    _, options = node
+    cache, options = node
     seen = tmp_path / "seen"
 
     def noting(self: Cache, key: str, doc: Any, deps: Any) -> None:
@@ -369,7 +369,8 @@ def test_the_child_answers_first_then_stores_at_the_lowest_priority(
     lowest_priority = child_module.lowest_priority
     monkeypatch.setattr(child_module, "lowest_priority", lowest)
     monkeypatch.setattr(Cache, "publish", noting)
-    monkeypatch.setattr(Cache, "waited_on", lambda self, name: waited)
+    lock = cache.lock_file("k" * 32)  # waiters on this one, on no other file
+    monkeypatch.setattr(Cache, "waited_on", lambda self, name: waited and name == lock)
     before = os.nice(0)
     status, out = Forked(tmp_path, [*options, "--", *NO_CONFIG]).finish()
     assert (status, flat(json.loads(out))) == (0, NO_CONFIG_ANSWER)
@@ -548,14 +549,21 @@ def test_the_entry_a_child_takes_is_noted_or_not_taken(
     cache = Cache(str(tmp_path))
     config = Config(INPUTS, SETTINGS)
     cache.store("k" * 32, config, {"files": [], "dirs": [], "lists": [], "env": {}})
+    for names in LAUNCH_VARIABLES:  # the launch is the launcher's parent's
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+    launcher = os.getppid()  # the child's launcher, not the child's parent
+    launch = launch_of(os.environ, launcher)
+    assert launch != launch_of(os.environ)
     if not noted:
         served_on_a_full_disk(monkeypatch)
-    found = child_module._found(cache, "k" * 32)
+    found = child_module._found(cache, "k" * 32, launcher)
     monkeypatch.undo()
     if noted:
         assert found is not None and found.config is not None
         assert found.config.inputs.as_dict() == INPUTS.as_dict()
-        assert len(cache.unchecked("k" * 32) or []) == 1
+        [(taken, taker, _, _)] = cache.unchecked("k" * 32) or []
+        assert (taken, taker) == (launch, launcher)
     else:
         assert found is None  # this child evaluates
         assert cache.unchecked("k" * 32) == []
