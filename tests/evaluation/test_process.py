@@ -297,6 +297,44 @@ def test_a_step_the_kernel_refuses_never_stops_the_lowering(
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
 
 
+@pytest.mark.parametrize(
+    ("code", "retried"),
+    [(errno.ENOENT, False), (errno.EAGAIN, True), (None, False)],  # None: no errno
+    ids=["refused", "busy", "nameless"],
+)
+def test_a_session_group_that_cannot_be_lowered_says_why(
+    tmp_path: Path, code: int | None, retried: bool
+) -> None:
+    """Where the kernel groups by session and the group cannot be set to nice
+    19, ``lowest_priority`` says why (the caller's line, its verdict): a busy
+    group is tried again after a pause, up to its tries; anything else at
+    once. Never None: the group would stay at the training's priority."""
+    error = OSError() if code is None else OSError(code, os.strerror(code))
+    why = "OSError" if code is None else os.strerror(code)  # no text: its type
+    switch, group, seen = tmp_path / "switch", tmp_path / "group", tmp_path / "seen"
+    switch.write_text("1\n")
+    group.write_text("/autogroup-1 nice 0\n")
+    opened: list[str] = []
+    pauses: list[float] = []
+
+    def refused(path: str, *args: Any) -> int:
+        opened.append(path)
+        raise error
+
+    def lower() -> None:
+        os.setsid()
+        process.AUTOGROUP_SWITCH, process.AUTOGROUP = str(switch), str(group)
+        process.os.open, process.time.sleep = refused, pauses.append  # type: ignore[assignment]
+        said = process.lowest_priority()
+        seen.write_text(json.dumps([said, len(opened), pauses]))
+
+    assert _forked(lower) == 0
+    said, attempts, paused = json.loads(seen.read_text())
+    tries = process.AUTOGROUP_TRIES if retried else 1
+    assert (said, attempts) == (f"{group} cannot be set to nice 19 ({why})", tries)
+    assert paused == ([process.AUTOGROUP_PAUSE] * tries if retried else [])
+
+
 def test_a_child_whose_launcher_is_gone_before_its_watch_ends() -> None:
     status = _forked(lambda: process.watch(0))  # 0: never our parent
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
@@ -328,6 +366,24 @@ def test_ending_the_group_ends_what_the_child_started() -> None:
     else:
         os.kill(grandchild, signal.SIGKILL)
         pytest.fail("the child's own child outlived its group's end")
+
+
+def test_ending_the_group_ends_the_child_s_own_group(tmp_path: Path) -> None:
+    """``end_group`` signals the group of the process that calls it, none
+    other (where init's group is 0, a mutant's ``getpgid(1)`` is ours too)."""
+    seen = tmp_path / "seen"
+
+    def leader() -> None:
+        os.setpgid(0, 0)
+        process.os.killpg = lambda *sent: seen.write_text(  # type: ignore[assignment]
+            json.dumps([os.getpid(), *sent])
+        )
+        process.end_group()
+
+    status = _forked(leader)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
+    leader_pid, pgid, sent = json.loads(seen.read_text())
+    assert (pgid, sent) == (leader_pid, signal.SIGKILL)  # its own group: its pid
 
 
 #: A descriptor ``select()`` cannot watch (``FD_SETSIZE``: 1024 on Linux).
