@@ -35,14 +35,21 @@ CHILD = child_command(None)
 
 
 def child(world: dict[str, str], args: list[str], *, cache: bool = True,
-          key: str = "k" * 32, **env: str) -> subprocess.Popen[str]:  # fmt: skip
+          key: str = "k" * 32, watched: bool = False,
+          **env: str) -> subprocess.Popen[str]:  # fmt: skip
+    """The child, started as a launcher starts it; ``watched``: with this
+    process as its launcher (``--parent``), which holds its stdin open until
+    it closes it."""
     options = ["--cache", world["CACHE"], "--key", key] if cache else []
+    if watched:
+        options += ["--parent", str(os.getpid())]
     os.makedirs(world["CACHE"], mode=0o700, exist_ok=True)
     return subprocess.Popen(
         [*CHILD, *options, "--",
          *args],
         cwd=world["WORK"], env={**world, **env}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdin=subprocess.PIPE if watched else None,
     )  # fmt: skip
 
 

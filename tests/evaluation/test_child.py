@@ -52,6 +52,56 @@ def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
     assert evaluations(world) == 1
 
 
+def test_a_child_takes_the_entry_for_its_launcher_s_launch(
+    world: dict[str, str],
+) -> None:
+    """The launch that takes an entry is the launcher's (``--parent``): the
+    child's own parent is the launcher, whose other ranks are its siblings."""
+    answer(child(world, RECIPE))  # evaluated and stored
+    process = child(world, RECIPE, watched=True)
+    assert process.stdout is not None and process.stdin is not None
+    assert flat(json.loads(process.stdout.readline()))["how"] == "cache"
+    process.stdin.close()  # the launcher no longer waits: the child ends
+    process.wait(timeout=60)  # ended by itself or by its reaper: either way
+    assert process.stderr is not None and process.stderr.read() == ""
+    [(launch, taker, _, _)] = Cache(world["CACHE"]).unchecked("k" * 32) or []
+    assert (launch, taker) == (launch_of(world, os.getpid()), os.getpid())
+
+
+def test_a_child_whose_launcher_stopped_listening_still_stores(
+    world: dict[str, str],
+) -> None:
+    """An answer nobody reads any more (the launcher timed out, or exited) is
+    still stored for the next launch: the write's broken pipe is no error."""
+    process = child(world, RECIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # before the child answers: it evaluates first
+    assert (process.wait(timeout=60), process.stderr.read()) == (0, "")
+    assert (Path(world["CACHE"]) / f"{'k' * 32}.json").is_file()
+
+
+@pytest.mark.parametrize("cache", ["open to all", "a link"])
+def test_a_cache_no_longer_ours_is_passed_over(
+    world: dict[str, str], cache: str
+) -> None:
+    """A cache that was this user's when the launcher chose it and no longer
+    is, by the time its child opens it (written open to all, or replaced by
+    a link): the child evaluates without it and answers, and touches
+    nothing in it."""
+    folder = Path(world["CACHE"])
+    folder.mkdir(mode=0o700)
+    if cache == "a link":
+        folder.rename(folder.with_name("elsewhere"))
+        folder.symlink_to(folder.with_name("elsewhere"))
+    else:
+        folder.chmod(0o777)
+    doc = answer(child(world, RECIPE))
+    assert doc["how"] == "evaluated" and doc["inputs"].endswith(
+        ",tp=2,trainer_cudagraph=1"
+    )
+    assert os.listdir(folder) == []
+
+
 def test_the_streams_left_out_reach_the_parent_and_the_cache(
     world: dict[str, str],
 ) -> None:
