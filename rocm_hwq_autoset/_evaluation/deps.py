@@ -65,7 +65,8 @@ from .._environ import LOCAL_RANKS, SWITCH
 #: and folders, the rendezvous endpoint, shell and terminal bookkeeping. Sizes
 #: (``SLURM_NNODES``, ``SLURM_STEP_NUM_TASKS``, ``WORLD_SIZE``) and node lists
 #: (``SLURM_JOB_NODELIST``, ``PBS_NODEFILE``) do count: a config may size itself
-#: by them.
+#: by them; so do a job's names (``SLURM_JOB_NAME``, ``PBS_JOBNAME``): a
+#: config may pick its variant by one, and a requeued job keeps it.
 NOT_CONFIG = frozenset({
     # per rank / node
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "ROLE_NAME",
@@ -78,17 +79,17 @@ NOT_CONFIG = frozenset({
     "FLUX_TASK_RANK", "FLUX_TASK_LOCAL_ID", "PBS_TASKNUM", "PBS_NODENUM",
     "PBS_VNODENUM", "HOSTNAME", "HOST", "PALS_RANKID", "JSM_NAMESPACE_RANK",
     *LOCAL_RANKS,
-    # per job: identifiers, names, times, ports, folders
-    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_STEP_ID",
+    # per job: identifiers, times, ports, folders
+    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID",
     "SLURM_STEPID", "SLURM_ARRAY_JOB_ID", "SLURM_HET_JOB_ID",
     "SLURM_RESTART_COUNT", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME",
     "SLURM_SRUN_COMM_PORT", "SLURM_SRUN_COMM_HOST", "SLURM_STEP_LAUNCHER_PORT",
     "SLURM_STEP_RESV_PORTS", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_JOB_TMPDIR",
     "PMIX_NAMESPACE", "PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR",
     "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri", "OMPI_FILE_LOCATION",
-    "PMI_JOBID", "PBS_JOBID", "PBS_JOBNAME", "PBS_JOBCOOKIE", "PBS_MOMPORT",
-    "PBS_JOBDIR", "PBS_TMPDIR", "PBS_ARRAY_ID", "LSB_JOBID", "LSB_JOBNAME",
-    "JOB_ID", "JOB_NAME", "FLUX_JOB_ID", "FLUX_URI", "COBALT_JOBID",
+    "PMI_JOBID", "PBS_JOBID", "PBS_JOBCOOKIE", "PBS_MOMPORT",
+    "PBS_JOBDIR", "PBS_TMPDIR", "PBS_ARRAY_ID", "LSB_JOBID",
+    "JOB_ID", "FLUX_JOB_ID", "FLUX_URI", "COBALT_JOBID",
     "MASTER_ADDR", "MASTER_PORT", "TMPDIR", "TEMP", "TMP",
     # shell and terminal
     "PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLUMNS", "LINES", "PS1", "PS2", "PS4",

@@ -599,10 +599,10 @@ def test_a_module_loaded_by_path_counts_by_its_source(
 @pytest.mark.parametrize(
     "name",
     ["TMPDIR", "SLURM_GTIDS", "SLURM_STEP_ID", "SLURM_STEP_LAUNCHER_PORT",
-     "SLURM_JOB_NAME", "SLURM_JOB_START_TIME", "SLURM_SRUN_COMM_HOST",
+     "SLURM_JOB_START_TIME", "SLURM_SRUN_COMM_HOST",
      "SLURM_SRUN_COMM_PORT", "PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_ID",
      "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess_base_jobid", "OMPI_COMM_WORLD_RANK",
-     "PBS_JOBID", "PBS_JOBNAME", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"],
+     "PBS_JOBID", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"],
 )  # fmt: skip
 def test_per_job_identifiers_and_folders_never_count(name: str) -> None:
     """Was: a new job's ``TMPDIR`` (``tempfile`` reads it) or step port, a
@@ -612,10 +612,23 @@ def test_per_job_identifiers_and_folders_never_count(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name", ["SLURM_NODELIST", "SLURM_JOB_NODELIST", "PBS_NODEFILE",
-             "SLURM_STEP_NUM_TASKS", "SLURM_ARRAY_TASK_ID", "OMPI_COMM_WORLD_SIZE"],
+             "SLURM_STEP_NUM_TASKS", "SLURM_ARRAY_TASK_ID", "OMPI_COMM_WORLD_SIZE",
+             "SLURM_JOB_NAME", "PBS_JOBNAME", "LSB_JOBNAME", "JOB_NAME"],
 )  # fmt: skip
-def test_node_lists_and_sizes_count(name: str) -> None:
+def test_node_lists_sizes_and_job_names_count(name: str) -> None:
+    """A job's name too: a config may pick its variant by it (a job named
+    ``...-ep1``). Was: it never counted, and such a config got the last job's
+    answer from the cache (found by a new user's try)."""
     assert counts(name)
+
+
+def test_a_config_that_picks_by_its_job_s_name_misses_on_another(
+    workdir: Path,
+) -> None:
+    body = "import os\nep = 1 if os.environ['SLURM_JOB_NAME'].endswith('-ep1') else 2"
+    deps = run(workdir, body, SLURM_JOB_NAME="ds16b-ep2")
+    assert changed(deps, {"SLURM_JOB_NAME": "ds16b-ep2"}) is None  # requeued
+    assert changed(deps, {"SLURM_JOB_NAME": "ds16b-ep1"}) is not None
 
 
 def test_tmpdir_read_by_tempfile_does_not_miss(workdir: Path) -> None:
