@@ -983,6 +983,51 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.child",
+        "_serve",
+        "if options.cache is not None and recorder is not None:",
+        "if options.cache is not None or recorder is not None:",
+        "main() makes a recorder exactly when --cache is given: either test"
+        " says the same.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_serve",
+        "taken = Answer(config=Config(decode_inputs(options.check), {}), how=CACHE)",
+        "taken = Answer(config=Config(decode_inputs(options.check), {}), how=None)",
+        "A check compares the taken answer's inputs or refusal only: its how is"
+        " never written or read.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "_serve",
+        "taken = Answer(config=Config(decode_inputs(options.check), {}), how=CACHE)",
+        "taken = Answer(config=Config(decode_inputs(options.check), {}), )",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "main",
+        'split = argv.index("--") if "--" in argv else len(argv)',
+        'split = argv.index("--") if ("--" in argv) or True else len(argv)',
+        "The launcher always passes -- before the training's arguments.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "main",
+        "recorder = Recorder() if options.cache is not None else None",
+        "recorder = Recorder() if (options.cache is not None) or True else None",
+        "Without a cache the recording is never read (_serve evaluates here"
+        " and stores nothing): its cost only.",
+    ),
+    Equivalent(
+        "_evaluation.child",
+        "options_parser",
+        'parser = argparse.ArgumentParser(prog="child", allow_abbrev=False)',
+        'parser = argparse.ArgumentParser(prog="child", allow_abbrev=None)',
+        "argparse only tests allow_abbrev for truth.",
+    ),
+    Equivalent(
+        "_evaluation.child",
         "_say",
         'os.write(options.say, line.encode("utf-8", "backslashreplace"))',
         'os.write(options.say, line.encode("UTF-8", "backslashreplace"))',
@@ -1017,6 +1062,28 @@ EQUIVALENT: list[Equivalent] = [
         'safe = sys.version_info > (3, 11) and bool(environ.get("PYTHONSAFEPATH"))',
         "sys.version_info has five fields: on any 3.11.x it is greater than"
         " (3, 11) too.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'problem = "unknown"',
+        "problem = None",
+        "AUTOGROUP_TRIES is at least 1: each try returns or sets problem"
+        " before it is read.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'problem = "unknown"',
+        'problem = "XXunknownXX"',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.process",
+        "lowest_priority",
+        'problem = "unknown"',
+        'problem = "UNKNOWN"',
+        "As above.",
     ),
     Equivalent(
         "_evaluation.process",

@@ -39,6 +39,20 @@ from .helpers import served_on_a_full_disk
 RECIPE = ["--module", "my_recipes", "--config", "dense_tp2"]
 
 
+def test_the_child_s_options(request: pytest.FixtureRequest) -> None:
+    """Its help pinned once (a maintainer runs ``python -m
+    rocm_hwq_autoset._evaluation.child --help``); no option abbreviated, as
+    the launcher never does."""
+    parser = child_module.options_parser()  # argparse's own layout varies
+    check_lines(request, [(f"{parser.prog} {' '.join(a.option_strings)}",
+                           f"{a.metavar or ''}: {a.help}")
+                          for a in parser._actions if a.dest != "help"])  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--pa", "1"])  # argparse says why on stderr
+    assert exited.value.code == 2
+    assert parser.parse_args(["--say", "2", "--no-path0"]).say == 2
+
+
 def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
     doc = answer(child(world, RECIPE))
     assert doc["how"] == "evaluated"
