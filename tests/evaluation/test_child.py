@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import site
 import stat
 import subprocess
 import sys
@@ -51,6 +52,28 @@ def test_the_child_s_options(request: pytest.FixtureRequest) -> None:
         parser.parse_args(["--pa", "1"])  # argparse says why on stderr
     assert exited.value.code == 2
     assert parser.parse_args(["--say", "2", "--no-path0"]).say == 2
+
+
+def test_the_launcher_s_stderr_is_the_child_s_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy of the launcher's stderr (``--say``) is not passed on to what
+    the evaluation starts (torch's compile workers): they would hold the
+    launcher's stderr open after it ends."""
+    read, write = os.pipe()
+    os.set_inheritable(write, True)
+    seen = tmp_path / "seen"
+
+    def serve(options: Any, *_: Any) -> None:
+        seen.write_text(json.dumps(os.get_inheritable(options.say)))
+
+    monkeypatch.setattr(child_module, "_serve", serve)
+    again = tmp_path / "site"  # site ran already (python -m): only boot() runs it
+    monkeypatch.setattr(site, "main", lambda: again.write_text("ran again"))
+    status, _ = Forked(tmp_path, ["--say", str(write), "--", *NO_CONFIG]).finish()
+    os.close(read)
+    os.close(write)
+    assert (status, json.loads(seen.read_text()), again.exists()) == (0, False, False)
 
 
 def test_one_json_line_and_an_entry(world: dict[str, str]) -> None:
