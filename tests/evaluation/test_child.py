@@ -5,6 +5,7 @@ children of ranks started together on one node share one evaluation."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import site
@@ -60,8 +61,9 @@ def test_the_launcher_s_stderr_is_the_child_s_alone(
     """The copy of the launcher's stderr (``--say``) is not passed on to what
     the evaluation starts (torch's compile workers): they would hold the
     launcher's stderr open after it ends."""
-    read, write = os.pipe()
-    os.set_inheritable(write, True)
+    read, first = os.pipe()
+    write = fcntl.fcntl(first, fcntl.F_DUPFD, 10)  # inheritable, past stdio,
+    os.close(first)  # which the child's main replaces (closed in some runners)
     seen = tmp_path / "seen"
 
     def serve(options: Any, *_: Any) -> None:
