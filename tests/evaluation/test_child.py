@@ -50,7 +50,7 @@ def test_the_child_s_options(request: pytest.FixtureRequest) -> None:
                            f"{a.metavar or ''}: {a.help}")
                           for a in parser._actions if a.dest != "help"])  # fmt: skip
     with pytest.raises(SystemExit) as exited:
-        parser.parse_args(["--pa", "1"])  # argparse says why on stderr
+        parser.parse_args(["--pare", "1"])  # --parent alone: argparse says why
     assert exited.value.code == 2
     assert parser.parse_args(["--say", "2", "--no-path0"]).say == 2
 
