@@ -459,6 +459,43 @@ def test_the_times_taken_stay_small_and_private(cache: Cache) -> None:
     assert cache.take("k", launch(1)).startswith(f"taken {_cache.MAX_UNCHECKED} times")
 
 
+def test_a_take_that_cannot_be_written_down_says_why_as_one_that_cannot_open(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record opened, its line not written (a disk full by then): the
+    entry is not taken, and the reason is the error's, as where the record
+    could not even be opened."""
+    cache.store("k", CONFIG, NO_DEPS)
+    served_on_a_full_disk(monkeypatch)
+    unopened = cache.take("k", launch(0))
+    monkeypatch.undo()
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_cache.os, "write", full)
+    assert (cache.take("k", launch(0)), unopened != "") == (unopened, True)
+    monkeypatch.undo()
+    assert cache.unchecked("k") == []
+
+
+def test_a_record_of_the_largest_size_read_is_still_ours(cache: Cache) -> None:
+    """A record of exactly :data:`MAX_SERVED_BYTES` is read as ours: a launch
+    it holds takes the entry again (a rank of it) rather than being refused."""
+    cache.store("k", CONFIG, NO_DEPS)
+    assert cache.take("k", launch(0)) == ""
+    path = Path(cache.path, cache.served_file("k"))
+    ours = path.read_bytes()
+    fill, left = [], _cache.MAX_SERVED_BYTES - len(ours)
+    while left:  # other launches' lines, 23 to 32 bytes each
+        size = left if left <= 32 else 32 if left - 32 >= 23 else left - 23
+        fill.append(b"0" * 16 + b" " + b"1" * (size - 22) + b" 0 0\n")
+        left -= size
+    path.write_bytes(b"".join(fill) + ours)
+    assert path.stat().st_size == _cache.MAX_SERVED_BYTES
+    assert cache.take("k", launch(0)) == ""  # noted already, within its seconds
+
+
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
     cache.store("k", CONFIG, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
     assert cache.lookup("k", {"MY_DEGREE": "2"})[1] == "hit"
