@@ -982,6 +982,51 @@ EQUIVALENT: list[Equivalent] = [
         " (printable()): the handler never runs.",
     ),
     Equivalent(
+        "_evaluation.cache",
+        "_over",
+        "counted = False",
+        "counted = None",
+        "Where the record is not ours (None) the launch is refused whatever "
+        "counted says: take() returns the refusal either way, lookup() "
+        "reads only the refusal.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_over",
+        "counted = False",
+        "counted = True",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_stat",
+        'fields = stat_file.read(4096).rpartition(b")")[2].split()',
+        'fields = stat_file.read(None).rpartition(b")")[2].split()',
+        "/proc/PID/stat is one line of a few hundred bytes: any read takes it whole.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_stat",
+        'fields = stat_file.read(4096).rpartition(b")")[2].split()',
+        'fields = stat_file.read(4097).rpartition(b")")[2].split()',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_stat",
+        "return fields if len(fields) > 19 else None",
+        "return fields if len(fields) >= 19 else None",
+        "Linux's /proc/PID/stat has 50 fields after the name since 3.5: "
+        "every bound below that reads the same.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_stat",
+        "return fields if len(fields) > 19 else None",
+        "return fields if len(fields) > 20 else None",
+        "As above.",
+    ),
+    Equivalent(
         "_evaluation.child",
         "_serve",
         "if options.cache is not None and recorder is not None:",

@@ -479,6 +479,25 @@ def test_a_take_that_cannot_be_written_down_says_why_as_one_that_cannot_open(
     assert cache.unchecked("k") == []
 
 
+@pytest.mark.parametrize("lives", [True, False])
+def test_a_launch_counts_once_while_the_process_that_took_it_lives(
+    cache: Cache, lives: bool
+) -> None:
+    """Past :data:`LAUNCH_SECONDS`, a rank of a launch takes the entry
+    without counting again only while the process that took it for the
+    launch lives (its pid and start time); another process by that pid is
+    another launch."""
+    cache.store("k", CONFIG, NO_DEPS)
+    mine = _cache.launch_of(launch(0))
+    started = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+    then = int(time.time()) - 10 * _cache.LAUNCH_SECONDS
+    line = f"{mine} {os.getpid()} {started if lives else started + 1} {then}\n"
+    Path(cache.path, cache.served_file("k")).write_text(line)
+    os.chmod(Path(cache.path, cache.served_file("k")), 0o600)
+    assert cache.take("k", launch(0)) == ""
+    assert len(cache.unchecked("k") or []) == (1 if lives else 2)
+
+
 def test_a_record_of_the_largest_size_read_is_still_ours(cache: Cache) -> None:
     """A record of exactly :data:`MAX_SERVED_BYTES` is read as ours: a launch
     it holds takes the entry again (a rank of it) rather than being refused."""
