@@ -515,6 +515,34 @@ def test_a_record_of_the_largest_size_read_is_still_ours(cache: Cache) -> None:
     assert cache.take("k", launch(0)) == ""  # noted already, within its seconds
 
 
+def test_a_venv_is_the_same_interpreter_wherever_it_is_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv by its ``pyvenv.cfg`` and its executable within it: the same
+    when its folder is reached by another path (here: moved), another venv's
+    differs; without ``pyvenv.cfg``, the real paths."""
+
+    def venv(name: str, cfg: str | None) -> Path:
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "python").write_text("")
+        if cfg is not None:
+            (tmp_path / name / "pyvenv.cfg").write_text(cfg)
+        return tmp_path / name
+
+    def interpreter(prefix: Path, name: str = "python") -> Any:
+        monkeypatch.setattr(sys, "prefix", str(prefix))
+        monkeypatch.setattr(sys, "executable", str(prefix / "bin" / name))
+        return json.loads(json.dumps(_cache._interpreter()))
+
+    first = interpreter(venv("a", "home = /usr/bin\n"))
+    (tmp_path / "a" / "bin" / "python3").write_text("")  # a copy, not a link
+    assert interpreter(tmp_path / "a", "python3") != first
+    assert interpreter((tmp_path / "a").rename(tmp_path / "moved")) == first
+    assert interpreter(venv("b", "home = /usr/local/bin\n")) != first
+    plain = venv("plain", None)
+    assert interpreter(plain) == [str(plain / "bin" / "python"), str(plain)]
+
+
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
     cache.store("k", CONFIG, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
     assert cache.lookup("k", {"MY_DEGREE": "2"})[1] == "hit"
