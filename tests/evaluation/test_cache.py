@@ -543,6 +543,26 @@ def test_a_venv_is_the_same_interpreter_wherever_it_is_reached(
     assert interpreter(plain) == [str(plain / "bin" / "python"), str(plain)]
 
 
+def test_folders_another_rank_makes_meanwhile_are_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make_private`` of ``a/b/c`` where another rank makes ``a`` between
+    our look and our ``mkdir``: ``b`` and ``c`` are still made, private."""
+    made = os.mkdir
+
+    def raced(path: str, mode: int = 0o777) -> None:
+        if path == str(tmp_path / "a"):
+            made(path, 0o700)  # the other rank's
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+        made(path, mode)
+
+    monkeypatch.setattr(_cache.os, "mkdir", raced)
+    _cache.make_private(str(tmp_path / "a" / "b" / "c"))
+    monkeypatch.undo()
+    modes = [stat.S_IMODE((tmp_path / p).stat().st_mode) for p in ("a/b", "a/b/c")]
+    assert modes == [0o700, 0o700]
+
+
 def test_a_stale_entry_says_what_changed(cache: Cache) -> None:
     cache.store("k", CONFIG, {**NO_DEPS, "env": {"MY_DEGREE": "2"}})
     assert cache.lookup("k", {"MY_DEGREE": "2"})[1] == "hit"
