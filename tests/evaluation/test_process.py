@@ -316,14 +316,13 @@ def test_a_session_group_that_cannot_be_lowered_says_why(
     group.write_text("/autogroup-1 nice 0\n")
     opened: list[str] = []
     pauses: list[float] = []
+    real_open = os.open
 
     def refused(path: str, *args: Any, **kwargs: Any) -> int:
         if path != str(group):  # another's (a tool's record of calls)
             return real_open(path, *args, **kwargs)
         opened.append(path)
         raise error
-
-    real_open = os.open
 
     def lower() -> None:
         os.setsid()
