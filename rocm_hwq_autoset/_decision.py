@@ -247,17 +247,18 @@ def conclude(
     launch: Launch,
     result: Config | ConfigError,
     *,
-    cached: bool = False,
+    where: str = "",
 ) -> Outcome:
     """The final outcome of a ``--module`` launch, from its evaluation: the
-    config, or why there is none."""
+    config, or why there is none. ``where`` (:data:`CACHED`, :data:`PEER`) ends
+    the value's line when this launch did not evaluate it."""
     if isinstance(result, ConfigError):
         return failed(launch.form, result)
     try:
         rec = recommend_launch(launch, world_size(environ), config=result)
     except ConfigError as exc:
         return failed(launch.form, exc)
-    return _value(environ, rec, launch.form, cached=cached)
+    return _value(environ, rec, launch.form, where=where)
 
 
 def failed(form: Form, error: ConfigError) -> Outcome:
@@ -295,14 +296,13 @@ def _value(
     rec: Recommendation,
     form: Form,
     *,
-    cached: bool = False,
+    where: str = "",
 ) -> Outcome:
     """The outcome that sets ``rec``'s value, said as new or as the parent's."""
     marked = f"{rec.queues} {form}"
     if environ.get(QUEUES) == str(rec.queues):  # a parent of ours set it: said there
         text = f"{QUEUES}={rec.queues} as set by the parent process"
         return Outcome(SKIP, text, rec=rec, marker=marked)
-    where = CACHED if cached else ""
     return Outcome(SET, f"{QUEUES}={value_words(rec)}{where}", rec=rec, marker=marked)
 
 
@@ -318,8 +318,12 @@ def unknown_warnings(rec: Recommendation) -> list[Outcome]:
     ]
 
 
-#: What a value's line adds when the value came from the cache.
+#: What a value's line adds when the value came from the cache, found there by
+#: this launch's lookup ...
 CACHED = ", from the cached --module/--config evaluation"
+#: ... or when another launch evaluated it while this one looked (it had said
+#: it found no entry).
+PEER = ", from another launch's --module/--config evaluation"
 
 
 def left_out_lines(rec: Recommendation) -> list[str]:

@@ -327,13 +327,13 @@ def said(err: str) -> tuple[str, str]:
     return "say", text
 
 
-def set_line(queues: int, lanes: Sequence[str], *, cached: bool = False) -> str:
+def set_line(queues: int, lanes: Sequence[str], *, where: str = "") -> str:
     """The line that sets ``queues`` for ``lanes``, in the package's own words
     (``_decision``'s): Q and the streams are this value's."""
     rec = types.SimpleNamespace(
         queues=queues, lanes=tuple(lanes), left_out_lanes=(), unknown=()
     )
-    outcome = _value({}, rec, MODULE, cached=cached)  # type: ignore[arg-type]
+    outcome = _value({}, rec, MODULE, where=where)  # type: ignore[arg-type]
     line = outcome.line({})
     assert line is not None
     return line

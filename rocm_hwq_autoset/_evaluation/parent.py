@@ -56,7 +56,9 @@ from typing import Any
 from .._argv import Launch
 from .._config import ConfigError
 from .._decision import (
+    CACHED,
     DETAIL,
+    PEER,
     WARNING,
     Outcome,
     conclude,
@@ -294,7 +296,7 @@ def start(launch: Launch, apply: Apply) -> None:
         apply(Outcome(DETAIL, f"cache: {found.no_cache}", "evaluating without it"))
     if found.hit is not None and found.cache is not None:
         before = dict(environ)  # as the child of a launch that missed sees it
-        outcome = conclude(environ, launch, found.hit, cached=True)
+        outcome = conclude(environ, launch, found.hit, where=CACHED)
         apply(outcome)
         if ours:  # the hit is noted (lookup_or_spawn): now it is checked
             check = start_check(launch, before, found.cache, found.key,
@@ -443,10 +445,11 @@ class Waiter:
                 slow=lambda left: self.apply(waiting(self.launch, left))
             )
             self.evaluation.child.linger = STORE_SECONDS  # to store the answer
-            cached = answer.how != EVALUATED
-            if cached and not self.launch.in_process:  # its check's verdict
+            ours = answer.how == EVALUATED
+            if not ours and not self.launch.in_process:  # its check's verdict
                 self.check = self.evaluation.child
-            return conclude(os.environ, self.launch, answer.result(), cached=cached)
+            where = "" if ours else PEER
+            return conclude(os.environ, self.launch, answer.result(), where=where)
         except BaseException as exc:
             if is_foreign(exc):
                 self.abandoned = True

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 
 from rocm_hwq_autoset._argv import Launch
-from rocm_hwq_autoset._decision import Outcome, conclude
+from rocm_hwq_autoset._decision import CACHED, Outcome, conclude
 from rocm_hwq_autoset._evaluation import cache as cache_module
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._evaluation import process
@@ -151,7 +151,7 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
     said, check, argv = starting(pending())
     [outcome] = said
     assert (outcome.level, outcome.queues, outcome.marker) == ("set", 8, "8 --module")
-    cached = conclude({}, pending(), EVALUATED, cached=True)
+    cached = conclude({}, pending(), EVALUATED, where=CACHED)
     fresh = conclude({}, pending(), EVALUATED)
     assert outcome.message == cached.message != fresh.message
     assert outcome.inputs == INPUTS and isinstance(check, process.Child)
@@ -440,7 +440,7 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
 
     four = ("compute", "all_reduce", "fsdp_comm", "cudagraph_capture")
     assert launch() == ("4", [set_line(4, four).rstrip("\n")])
-    cached = set_line(4, four, cached=True).rstrip("\n")
+    cached = set_line(4, four, where=CACHED).rstrip("\n")
     assert launch() == ("4", [cached])  # the check agrees: nothing more
     (work / "tp2.flag").write_text("")
     queues, said = launch()
@@ -451,4 +451,4 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_the_next_one_gets_it(
     queues, said = launch()
     assert queues == "8" and len(said) == 1
     five = ("compute", "all_reduce", "fsdp_comm", "tp_all_gather", "cudagraph_capture")
-    assert said[0] == set_line(8, five, cached=True).rstrip("\n")
+    assert said[0] == set_line(8, five, where=CACHED).rstrip("\n")

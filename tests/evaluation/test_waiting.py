@@ -20,7 +20,7 @@ import pytest
 
 from rocm_hwq_autoset._argv import MODULE
 from rocm_hwq_autoset._config import ConfigError
-from rocm_hwq_autoset._decision import Outcome, failed, internal_error
+from rocm_hwq_autoset._decision import CACHED, PEER, Outcome, failed, internal_error
 from rocm_hwq_autoset._evaluation import lines, spawns
 from rocm_hwq_autoset._evaluation import parent as parent
 from rocm_hwq_autoset._model import Config, Inputs, encode_inputs
@@ -252,7 +252,7 @@ def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
 
 
-def test_a_cached_answer_is_said_to_be_one(
+def test_another_launch_s_answer_is_said_to_be_one(
     waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
 ) -> None:
     w, evaluation, applied = waiter
@@ -261,7 +261,7 @@ def test_a_cached_answer_is_said_to_be_one(
     [(outcome, _, quiet, _)] = applied.calls
     assert not quiet
     five = ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture")
-    assert outcome.line({}) == set_line(8, five, cached=True)
+    assert outcome.line({}) == set_line(8, five, where=PEER)
 
 
 def test_our_own_failure_after_the_answer_is_one_warning(
@@ -542,7 +542,7 @@ def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
     from rocm_hwq_autoset._evaluation.answer import Answer, Verdict
 
     launch = pending()
-    cached = conclude({}, launch, Config(INPUTS, {}), cached=True)
+    cached = conclude({}, launch, Config(INPUTS, {}), where=CACHED)
     check = Checking()
     applied = Applied()
     w = parent.Waiter(launch, applied, outcome=cached, check=check)  # type: ignore[arg-type]

@@ -107,7 +107,7 @@ def test_each_dependency_class(evaluated: FirstLaunch) -> None:
     assert work.evaluations() == 1
     queues, said = launch(work)
     assert queues == "4" and work.evaluations() == 1
-    assert said[0] == set_line(4, four, cached=True).rstrip("\n")
+    assert said[0] == set_line(4, four, where=CACHED).rstrip("\n")
     (work.work / "slurm-78.out").write_text("a new job's log\n")
     assert launch(work, SLURM_JOB_ID="78", RANK="1", LOCAL_RANK="1") == ("4", [])
     assert work.evaluations() == 1

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from rocm_hwq_autoset._decision import CACHED
 from rocm_hwq_autoset._evaluation.child import CHECKED
 
 from ..helpers import UNSET_TAIL, set_line
@@ -385,7 +386,7 @@ def test_a_stale_hit_is_said_in_the_same_launch_and_corrected(
     (launches.work / "cp2.flag").write_text("")
     queues, said = waited(launches, command)
     assert queues == "4" and len(said) == 2, said
-    assert said[0] == set_line(4, four, cached=True).rstrip("\n")
+    assert said[0] == set_line(4, four, where=CACHED).rstrip("\n")
     level, message = parsed(said[1] + "\n")  # the check's: what was set, what is
     assert level == "warning" and message.startswith(f"{CHECKED} was stale: ")
     assert {"GPU_MAX_HW_QUEUES=4", "8"} <= set(message.split())

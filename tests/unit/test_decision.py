@@ -244,8 +244,9 @@ def test_a_module_launch_is_pending_and_never_evaluated_in_process(
     lanes = ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture")
     assert final.line({}) == set_line(8, lanes)
     assert final.inputs == RESULT.inputs
-    cached = _decision.conclude({}, outcome, RESULT, cached=True)
-    assert cached.line({}) == set_line(8, lanes, cached=True) != final.line({})
+    for where in (_decision.CACHED, _decision.PEER):  # not evaluated by this launch
+        told = _decision.conclude({}, outcome, RESULT, where=where)
+        assert told.line({}) == set_line(8, lanes, where=where) != final.line({})
     failed = _decision.conclude({}, outcome, ConfigError("no"))
     assert failed.queues is None and failed.marker == "unset --module"
     assert failed.line({}) == unset_line("--module", ConfigError("no"))
