@@ -558,8 +558,8 @@ def suggest_flag(flag: str) -> str | None:
         return None
     section, _, rest = name.rpartition(".")
     positive = f"{section}.{rest[3:]}" if rest.startswith("no_") else name
-    if never_a_typo(name) and never_a_typo(positive):
-        return None  # no search: ours, or torchtitan's (a TOML launch's flags)
+    if never_a_typo(name) or never_a_typo(positive):
+        return None  # no search: ours, or torchtitan's, or "no-" one of them
     from ._unknown import near_miss
 
     if positive != name:

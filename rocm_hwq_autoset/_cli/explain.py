@@ -114,8 +114,8 @@ def run(opts: argparse.Namespace, out: TextIO) -> int:
         doc["environment"] = {
             "rocm": on_rocm,
             "rocm_evidence": evidence,
-            "gpu_max_hw_queues": setting.text or None,
-            "hip_reads": setting.hip if setting.text else None,
+            "gpu_max_hw_queues": setting.text,
+            "hip_reads": setting.hip,
             "set_by": setting.who,
             "explicit": explicit is not None,
             "opted_out": switch(os.environ)[0] == OFF,
@@ -355,10 +355,8 @@ def left_out_text(rec: Recommendation) -> list[str]:
         for lane in rec.left_out_lanes:
             out += [
                 row(lane, why[lane], indent=2),
-                row("", f"not counted: {LEFT_OUT[lane][0]}", indent=2),
-                row(
-                    "", "check: " + unbroken(verify_command(lane, rec.queues)), indent=2
-                ),
+                row("", f"not counted: {LEFT_OUT[lane][0]}"),  # (no name: no indent)
+                row("", "check: " + unbroken(verify_command(lane, rec.queues))),
             ]
         out.append("")
     off = [lane for lane, on, _ in rec.left_out if not on]
@@ -368,7 +366,7 @@ def left_out_text(rec: Recommendation) -> list[str]:
             out.append(row(lane, why[lane], indent=2))
             if asked_for(rec, lane):
                 check = "check: " + unbroken(verify_command(lane, rec.queues))
-                out.append(row("", check, indent=2))
+                out.append(row("", check))
         out.append("")
     return out
 

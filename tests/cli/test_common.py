@@ -4,6 +4,7 @@ a made-up command line; the dispatcher knows the commands by name only."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,14 @@ import pytest
 from rocm_hwq_autoset import _argv, _hook
 from rocm_hwq_autoset._argv import MODULE_FORM, TOML_FORM
 from rocm_hwq_autoset._cli import main
-from rocm_hwq_autoset._cli._common import Reading, fail, launch_of
+from rocm_hwq_autoset._cli._common import (
+    Option,
+    Reading,
+    add_options,
+    fail,
+    launch_of,
+    option_table,
+)
 
 from ..data import kernel, write_trace
 from ..helpers import child_env
@@ -154,3 +162,27 @@ def test_only_options_of_one_exclusive_group_are_refused_together(
     assert main(["explain", "--json", "--export"]) == 2
     assert main(["explain", "--json", "--verbose", "--world-size", "8"]) == 0
     capsys.readouterr()
+
+
+def test_an_option_table_says_what_takes_a_value_and_what_excludes_what(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Made here, not at import (a command's table is): each option's names
+    with whether it takes a value; only options of one group exclude each
+    other."""
+    options = [
+        Option("--name", "-n", takes_value=True),
+        Option("--plain", takes_value=False, action="store_true"),
+        Option("--one", takes_value=False, exclusive="form", action="store_true"),
+        Option("--other", takes_value=False, exclusive="form", action="store_true"),
+    ]
+    table = {"--name": True, "-n": True, "--plain": False, "--one": False,
+             "--other": False}  # fmt: skip
+    assert option_table(options) == table
+    parser = argparse.ArgumentParser()
+    add_options(parser, options)
+    opts = parser.parse_args(["-n", "x", "--plain", "--one"])
+    assert vars(opts) == {"name": "x", "plain": True, "one": True, "other": False}
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(["--one", "--other"])
+    assert refused.value.code == 2 and "not allowed with" in capsys.readouterr().err

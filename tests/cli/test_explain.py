@@ -34,6 +34,7 @@ from ..helpers import (
     GOLDEN,
     ROCM_VERSION_PY,
     check_golden,
+    check_lines,
     child_env,
     fake_torch,
 )
@@ -1033,7 +1034,13 @@ def test_the_json_report_as_it_is_printed(
     assert hook.startswith(f"nothing to do: {QUEUES}=2 ")
     monkeypatch.delenv("GPU_MAX_HW_QUEUES")
     doc = explain_json(capsys, "--job.config_file", "job.toml")
-    assert doc["environment"]["gpu_max_hw_queues"] is None
+    environment = doc["environment"]
+    assert (environment["gpu_max_hw_queues"], environment["hip_reads"]) == (None, None)
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "")  # set, empty: HIP reads 0
+    doc = explain_json(capsys, "--job.config_file", "job.toml")
+    environment = doc["environment"]
+    assert (environment["gpu_max_hw_queues"], environment["hip_reads"]) == ("", 0)
+    assert (environment["set_by"], environment["explicit"]) == ("nobody", False)
 
 
 def test_an_explicit_export_says_why(
@@ -1176,6 +1183,19 @@ def test_the_json_holds_the_streams_q_leaves_out(
     }  # fmt: skip
 
 
+def test_a_model_s_dist_gemm_projections_are_a_fact_of_their_own(
+    cuda_machine: Path, request: pytest.FixtureRequest
+) -> None:
+    """Only a ``--module`` evaluation finds them (the model spec, no field):
+    the fact says so either way, in words of its own (pinned in the golden)."""
+    rec = Reading(LEFT_OUT_ARGS, training_environ(None)).rec
+    off = _explain.fact(rec, "dist_gemm")
+    rec.facts = {**rec.facts, "dist_gemm": True}
+    on = _explain.fact(rec, "dist_gemm")
+    assert on != off and "dist_gemm" in on
+    check_lines(request, [("on", on), ("off", off)])
+
+
 def test_unset_fields_are_said_with_their_defaults(
     cuda_machine: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -1311,6 +1331,8 @@ def test_the_wording_of_explain(
         ("export, the hook off, an explicit value",
          {"ROCM_HWQ_AUTOSET": "maybe", "GPU_MAX_HW_QUEUES": "16"}, ["--export", *job]),
         ("export, an explicit value", {"GPU_MAX_HW_QUEUES": "16"}, ["--export", *job]),
+        ("export, an explicit value the arguments give too", {"GPU_MAX_HW_QUEUES": "4"},
+         ["--export", *job]),
         ("export, a value HIP reads otherwise", {"GPU_MAX_HW_QUEUES": " 8 "},
          ["--export", *job]),
         ("[environment] a value HIP reads otherwise", {"GPU_MAX_HW_QUEUES": "8.0"},

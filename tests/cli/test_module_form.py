@@ -163,6 +163,10 @@ def test_the_evaluation_is_cached_and_said(
                 if line and not line.startswith(" "))  # fmt: skip
     assert rows["evaluation"] == "evaluated (--no-cache)"
     assert max(len(line) for line in out.splitlines()) <= 80
+    code, _, err = explain(capsys, "--export", "--verbose", *LLAMA)  # its report
+    rows = dict(line.split(None, 1) for line in err.splitlines()[:6]
+                if line and not line.startswith(" "))  # fmt: skip
+    assert code == 0 and rows["evaluation"].split()[0] == "evaluated"  # always
 
 
 def test_verify_evaluates_a_module_launch_as_explain_does(

@@ -346,6 +346,7 @@ def test_what_is_an_option_as_argparse_says(token: str) -> None:
         ("--paralelism.tensor_parallel_degree", "--parallelism.tensor_parallel_degree"),
         ("--parallelism.tensor_parallel_degree", None),  # a field: no typo
         ("--compile.no_enable_passes", None),
+        ("--compile.xyzenable_passe", None),  # its first three letters are no "no_"
         ("--parallelism.expert_tensor_parallel_degree", None),  # torchtitan's own
         ("--parallelism.pipeline_parallel_schedule", None),
         ("--training.steps", None),
@@ -360,6 +361,22 @@ def test_a_flag_a_typo_away_from_ours(flag: str, meant: str | None) -> None:
     if meant is not None:
         with pytest.raises(ConfigError, match=f"did you mean {meant}"):
             cli_overrides([flag, "2"])
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--parallelism.tensor_parallel_degree", "--parallelism.no_tensor_parallel_degree",
+     "--compile.no-enable_passes", "--training.steps", "--training.no-steps",
+     "--checkpoint.no-enable", "--quantize.linear.float8.no-emulate"],
+)  # fmt: skip
+def test_a_flag_that_is_or_negates_a_known_one_is_not_searched(
+    flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The did-you-mean search (``_unknown``) is neither run nor imported for
+    a flag of ours or torchtitan's, or one's "no-" form: only a flag that may
+    be a typo costs it."""
+    monkeypatch.setitem(sys.modules, "rocm_hwq_autoset._unknown", None)  # no import
+    assert suggest_flag(flag) is None
 
 
 @pytest.mark.parametrize(
@@ -446,10 +463,13 @@ def test_a_launch_keeps_the_program_that_makes_it() -> None:
          ["--lr-scheduler.warmup-stepz", "--job.bar"]),
         (["--training.dataloader.workers", "2"], ["--training.dataloader.workers"]),
         (["--parallelism.no-foo"], ["--parallelism.no-foo"]),
+        (["--parallelism.foo.bar", "1"], ["--parallelism.foo.bar"]),  # by its section
+        (["--verbose", "--foo.bar", "--parallelism.foo"], ["--parallelism.foo"]),
         # torchtitan's own, with "-" or "_", negated or not; ours
         (["--lr-scheduler.warmup-steps", "3", "--checkpoint.no-enable",
           "--quantize.linear.float8.emulate", "--job.config_file", "j.toml",
-          "--compile.ep-overlap.enabled", "--training.no_disable_cuda_graphs"], []),
+          "--compile.ep-overlap.enabled", "--training.no_disable_cuda_graphs",
+          "--quantize.linear.float8.no-emulate"], []),
         # Not in a section of torchtitan's job config: not looked at.
         (["--foo.bar", "1", "--verbose", "-x", "--parallelism"], []),
         # A typo of ours: refused (cli_overrides), not merely said.
