@@ -602,9 +602,29 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_cli.__init__",
         "build_parser",
-        "allow_abbrev=False,",
-        "allow_abbrev=None,",
-        "argparse only tests allow_abbrev for truth, and None is as false as False.",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=None,",
+        "A command's parser is given only the exact names of its own options"
+        " (split_args refuses any other option first: test_options_are_never_"
+        "abbreviated), so it never meets an abbreviation to take or refuse.",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=True,",
+        "A command's parser is given only the exact names of its own options"
+        " (split_args refuses any other option first: test_options_are_never_"
+        "abbreviated), so it never meets an abbreviation to take or refuse.",
+    ),
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
+        "epilog=module.EXAMPLE, formatter_class=_Formatter, )  # fmt: skip",
+        "A command's parser is given only the exact names of its own options"
+        " (split_args refuses any other option first: test_options_are_never_"
+        "abbreviated), so it never meets an abbreviation to take or refuse.",
     ),
     Equivalent(
         "_cli.__init__",

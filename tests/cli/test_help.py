@@ -137,6 +137,7 @@ def test_each_commands_help(command: str, capsys: pytest.CaptureFixture[str]) ->
     flat = " ".join(text.split())
     for words in said:
         assert words in flat
+    assert (TRAINING in flat) is (TRAINING in said)  # only where it takes them
     lines = text.splitlines()
     assert "\n".join(lines[-len(examples) :]) == "\n".join(
         ("  " + line if i else line) for i, line in enumerate(examples)
