@@ -599,32 +599,17 @@ EQUIVALENT: list[Equivalent] = [
         " looking for it for other processes changes nothing shown.",
     ),
     # The command line (_cli).
-    Equivalent(
-        "_cli.__init__",
-        "build_parser",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=None,",
-        "A command's parser is given only the exact names of its own options"
-        " (split_args refuses any other option first: test_options_are_never_"
-        "abbreviated), so it never meets an abbreviation to take or refuse.",
-    ),
-    Equivalent(
-        "_cli.__init__",
-        "build_parser",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=True,",
-        "A command's parser is given only the exact names of its own options"
-        " (split_args refuses any other option first: test_options_are_never_"
-        "abbreviated), so it never meets an abbreviation to take or refuse.",
-    ),
-    Equivalent(
-        "_cli.__init__",
-        "build_parser",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
-        "epilog=module.EXAMPLE, formatter_class=_Formatter, )  # fmt: skip",
-        "A command's parser is given only the exact names of its own options"
-        " (split_args refuses any other option first: test_options_are_never_"
-        "abbreviated), so it never meets an abbreviation to take or refuse.",
+    *(
+        Equivalent(
+            "_cli.__init__",
+            "build_parser",
+            "epilog=module.EXAMPLE, formatter_class=_Formatter, allow_abbrev=False,",
+            f"epilog=module.EXAMPLE, formatter_class=_Formatter, {abbrev}",
+            "A command's parser is given only the exact names of its own options"
+            " (split_args refuses any other option first: test_options_are_never_"
+            "abbreviated), so it never meets an abbreviation to take or refuse.",
+        )
+        for abbrev in ("allow_abbrev=None,", "allow_abbrev=True,", ")  # fmt: skip")
     ),
     Equivalent(
         "_cli.__init__",
