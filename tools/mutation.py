@@ -599,6 +599,13 @@ EQUIVALENT: list[Equivalent] = [
         " looking for it for other processes changes nothing shown.",
     ),
     # The command line (_cli).
+    Equivalent(
+        "_cli.__init__",
+        "build_parser",
+        "allow_abbrev=False,",
+        "allow_abbrev=None,",
+        "argparse only tests allow_abbrev for truth, and None is as false as False.",
+    ),
     *(
         Equivalent(
             "_cli.__init__",

@@ -36,7 +36,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Collection, Sequence
 from types import ModuleType
-from typing import Any, NoReturn, TextIO, cast
+from typing import Any, NoReturn
 
 from .. import __version__
 from .._argv import CONFIG_FILE_FLAGS, CONFIG_FLAG, MODULE_FLAG, is_option
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _escape_what_cannot_be_printed(stream)
     module = command_module(args[0]) if args and args[0] in COMMANDS else None
     options = {**HELP_OPTIONS, **option_table(module.OPTIONS)} if module else None
-    answer = failure_output(args[1:] if module else args, options)
+    answer = failure_output(args, options)  # (a command's name is no option)
     if sys.stdout is None:  # started with it closed (`>&-`)
         return fail("stdout is closed: the answer cannot be written")
     out = Stdout(sys.stdout)
@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         discard(sys.stdout)
         return 0
     except KeyboardInterrupt:  # Ctrl-C: what was cut short, not where
-        with contextlib.suppress(BrokenPipeError, Unwritable):
+        with contextlib.suppress(Unwritable):  # (Stdout takes a broken pipe)
             if answer is not None:  # an eval of an export fails
                 out.write(answer(CUT_SHORT) + "\n")
         write_stderr(f"{PROG}: {CUT_SHORT}\n")
@@ -306,7 +306,7 @@ def _dispatch(
     parser = build_parser([name], raising=answer is not None)
     opts: Any = parser.parse_args([name, *own])
     opts.training = training
-    return int(module.run(opts, cast(TextIO, out)))
+    return int(module.run(opts, out))
 
 
 def _escape_what_cannot_be_printed(stream: object) -> None:

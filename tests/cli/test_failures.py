@@ -43,6 +43,8 @@ FAILING = [
     # Issue #37's hints: what was typed, and what torchtitan would make of it.
     (["explain", "--ep", "2"], "explain: --ep: unrecognized option; did you mean"
      " --parallelism.expert_parallel_degree?"),
+    (["explain", "--dp-shard", "2"], "explain: --dp-shard: unrecognized option; did"
+     " you mean --parallelism.data_parallel_shard_degree?"),
     (["explain", "--world-size", "--job.config_file", EXAMPLE],
      "explain: --world-size: expects a value, but --job.config_file follows it"),
     (["explain", "--job.config_file=~/no-such-job.toml"],
@@ -144,6 +146,28 @@ def test_the_answer_a_failure_gets_on_stdout(
 ) -> None:
     form = failure_output(args, options)
     assert (form and form("m")) == answer
+
+
+@pytest.mark.parametrize(
+    "args", [["verify", "--export", "t.json"], ["doctor", "--export"],
+             ["status", "--export", "--json"]]
+)  # fmt: skip
+def test_another_command_s_answer_form_is_not_this_one_s(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--export`` is explain's: to another command it is an unknown option,
+    refused with nothing on stdout for an ``eval`` to run (its ``--json`` is
+    only ever its own: JSON where it has one)."""
+    try:
+        code = main(args)
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "--export" in err
+    if "--json" in args:  # status's own
+        assert list(json.loads(out)) == ["error"]
+    else:
+        assert out == ""
 
 
 # Real processes: their streams full, closed, or gone.

@@ -1336,6 +1336,28 @@ def test_ctrl_c_during_a_big_trace_is_one_line(
     )
 
 
+@pytest.mark.parametrize("json_form", [False, True])
+def test_ctrl_c_with_stdout_full_is_still_one_line(
+    json_form: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The answer that says it was cut short cannot be written (``> /dev/full``):
+    still the one line on stderr and exit 130, never a traceback."""
+    path = generated(tmp_path)
+
+    def interrupted(path: str) -> Any:
+        raise KeyboardInterrupt
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_verify, "read_trace", interrupted)
+    monkeypatch.setattr("sys.stdout", Full())
+    code = main(["verify", *(["--json"] if json_form else []), path])
+    assert (code, capsys.readouterr().err) == (130, f"rocm-hwq-autoset: {CUT_SHORT}\n")
+
+
 def test_the_wording_of_verify(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
