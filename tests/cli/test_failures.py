@@ -6,6 +6,7 @@ is full or closed gives no traceback."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shlex
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_hwq_autoset._cli import failure_output, main
+from rocm_hwq_autoset._cli import _escape_what_cannot_be_printed, failure_output, main
 
 from ..data import kernel, write_trace
 from ..helpers import child_env
@@ -345,3 +346,24 @@ def test_discarding_a_stream_never_raises(stream: str, tmp_path: Path) -> None:
         discard(None)
     else:
         discard(_NoFileno())  # type: ignore[arg-type]
+
+
+def test_only_a_strict_stream_is_made_to_escape() -> None:
+    """A standard stream whose encoding may refuse a path (``errors="strict"``)
+    is set to escape; one that already says otherwise is left as it is, and so
+    is one that cannot be set (a test's, an embedder's)."""
+
+    class Stream:
+        def __init__(self, errors: str | None) -> None:
+            if errors is not None:
+                self.errors = errors
+            self.calls: list[dict[str, str]] = []
+
+        def reconfigure(self, **changes: str) -> None:
+            self.calls.append(changes)
+
+    strict, lenient, unsaid = Stream("strict"), Stream("surrogateescape"), Stream(None)
+    for stream in (strict, lenient, unsaid, io.StringIO(), object()):
+        _escape_what_cannot_be_printed(stream)
+    assert strict.calls == [{"errors": "backslashreplace"}]
+    assert lenient.calls == unsaid.calls == []
