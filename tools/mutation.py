@@ -1471,6 +1471,23 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.parent",
+        "hide_our_frames",
+        "frame: FrameType | None = sys._getframe(1)",
+        "frame: FrameType | None = sys._getframe(2)",
+        "Its callers are the package's own (the wait's): the walk up passes over"
+        " them either way, to the same first frame of the program's.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
+        "_cut_at",
+        "if tb is not None and tb.tb_frame is frame:",
+        "if tb is not None or tb.tb_frame is frame:",
+        "At a frame's exception event CPython has already put that frame's entry"
+        " at the traceback's head: a traceback there is always the frame's (the"
+        " test for None stays, against a tracer error in the program's frame).",
+    ),
+    Equivalent(
+        "_evaluation.parent",
         "Waiter.__init__",
         "self.abandoned = False",
         "self.abandoned = None",

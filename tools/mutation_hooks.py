@@ -39,6 +39,14 @@ It does four things ``mutmut`` does not:
    session its parent gives it), which killed the whole run. Each worker here
    starts a session of its own: such a mutant ends its worker, and counts as
    killed.
+5. **The package's frames are its own, as without mutmut.** The trampolines'
+   frames stand between a mutated function's frames, in a file of mutmut's:
+   code that tells its own frames from the program's by their file (the
+   ``--module`` wait's ``parent.hide_our_frames``, which cuts them from a
+   Ctrl-C's traceback) took the first trampoline for the program's frame, and
+   its test could not run under mutation. Here the trampolines made from then
+   on are filed as the mutated package's (a file of that folder's that does not
+   exist).
 
 A test that builds a child's environment from scratch passes ``MUTANT_UNDER_TEST``
 and ``MUTATION_HITS`` on (``tests/helpers.child_env``), or the mutant is not
@@ -147,9 +155,36 @@ def _record(name: str, caller: str | None = None) -> None:  # replaced by _insta
 
 _install()
 
-#: mutmut's frames between a mutated function's caller and its code.
+#: mutmut's frames between a mutated function's caller and its code: those of
+#: its ``trampoline.py``, filed as the mutated package's (below).
 _TRAMPOLINE = os.path.join("mutmut", "mutation", "trampoline.py")
+_FILED_AS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                         "rocm_hwq_autoset", "__mutmut_trampoline__.py")  # fmt: skip
 _real_getframe = sys._getframe
+
+
+def _filed(code: types.CodeType) -> types.CodeType:
+    """``code`` and the functions it makes, as if written in :data:`_FILED_AS`."""
+    consts = tuple(_filed(c) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)  # fmt: skip
+    return code.replace(co_filename=_FILED_AS, co_consts=consts)
+
+
+def _file_trampolines_as_the_package_s() -> None:
+    from mutmut.mutation import trampoline
+
+    wrap = trampoline.wrap_in_trampoline
+    if wrap.__code__.co_filename != _FILED_AS:
+        wrap.__code__ = _filed(wrap.__code__)
+
+
+_file_trampolines_as_the_package_s()
+
+
+def _is_trampoline(frame: Any) -> bool:
+    """(Trampolines made before these hooks keep mutmut's file.)"""
+    filename = frame.f_code.co_filename
+    return filename == _FILED_AS or filename.endswith(_TRAMPOLINE)
 
 
 def _getframe(depth: int = 0) -> Any:
@@ -158,7 +193,7 @@ def _getframe(depth: int = 0) -> Any:
     frame: Any = _real_getframe(1)
     for _ in range(depth):
         frame = frame.f_back
-        while frame is not None and frame.f_code.co_filename.endswith(_TRAMPOLINE):
+        while frame is not None and _is_trampoline(frame):
             frame = frame.f_back
         if frame is None:
             raise ValueError("call stack is not deep enough")

@@ -223,8 +223,6 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(
     env: dict[str, str] = {}
     w.audit(POPEN, popen_args(env))  # a later start does not wait again
     assert evaluation.calls == ["answer"] and env == {}
-    if "MUTANT_UNDER_TEST" in os.environ:  # tools/mutation.py's run: mutmut's
-        return  # trampoline's frames stand between the program's and ours
     # Caught by the program (here, the test's frame), its traceback ends in the
     # program's own frame, as without the hook (was: parent.py's audit and
     # need, shown by a program's traceback.print_exc(), issue #37).
@@ -232,12 +230,55 @@ def test_a_signal_or_an_exit_passes_through_and_ends_the_child(
     assert [(f.filename, f.name) for f in frames] == [
         (__file__, "test_a_signal_or_an_exit_passes_through_and_ends_the_child")
     ]
-    assert sys.gettrace() is None  # the cut's trace is off again
+    assert sys.gettrace() is None  # the cut's trace is off again, in the
+    assert sys._getframe().f_trace is None  # program's frame too (a debugger's)
     # Printed as the program's end: its own frames, none of the wait's.
     capsys.readouterr()
     sys.excepthook(expected, raised.value, raised.value.__traceback__)
     printed = capsys.readouterr().err
     assert "test_waiting.py" in printed and "parent.py" not in printed, printed
+
+
+def test_under_a_tracer_the_traceback_python_prints_ends_in_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where a tracer already runs (a debugger's, coverage's), the wait leaves
+    it in place and the program's traceback as it is; the one Python prints
+    (``sys.excepthook``) ends in the program's frame. Another exception, and
+    this one again, are printed as they come."""
+    evaluation = FakeEvaluation(raises=KeyboardInterrupt())
+    w = parent.Waiter(pending(), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
+    printed: list[tuple[type[BaseException], BaseException, list[tuple[str, str]]]] = []
+
+    def program_s_hook(
+        kind: type[BaseException], value: BaseException, tb: Any
+    ) -> None:
+        frames = [(f.filename, f.name) for f in traceback.extract_tb(tb)]
+        assert value.__traceback__ is tb  # one traceback, whichever it prints
+        printed.append((kind, value, frames))
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        return None
+
+    monkeypatch.setattr(sys, "excepthook", program_s_hook)
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            w.audit(POPEN, popen_args({}))
+        traced = sys.gettrace()
+    finally:
+        sys.settrace(before)
+    assert traced is tracer
+    exc = raised.value
+    caught = {f.filename for f in traceback.extract_tb(exc.__traceback__)}
+    assert parent.__file__ in caught  # the tracer's view: nothing cut
+    other = ValueError("the program's own")  # (its __traceback__: None)
+    sys.excepthook(ValueError, other, None)
+    sys.excepthook(KeyboardInterrupt, exc, exc.__traceback__)
+    name = "test_under_a_tracer_the_traceback_python_prints_ends_in_the_program"
+    assert printed == [(ValueError, other, []),
+                       (KeyboardInterrupt, exc, [(__file__, name)])]  # fmt: skip
 
 
 def test_our_own_failure_is_one_warning_never_an_exception() -> None:
