@@ -1471,6 +1471,13 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.parent",
+        "Waiter._heed",
+        'line = b""',
+        'line = b"XXXX"',
+        "Either is no JSON: the check ended without a verdict, as it is read.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
         "hide_our_frames",
         "frame: FrameType | None = sys._getframe(1)",
         "frame: FrameType | None = sys._getframe(2)",

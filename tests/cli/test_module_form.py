@@ -149,7 +149,7 @@ def found_by(doc: dict[str, Any]) -> str:
 
 
 def test_the_evaluation_is_cached_and_said(
-    standin: Path, capsys: pytest.CaptureFixture[str]
+    standin: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first ``explain`` evaluates, the next one reads the cache, ``--no-cache``
     evaluates anew; the report's ``evaluation`` row says which."""
@@ -163,10 +163,13 @@ def test_the_evaluation_is_cached_and_said(
                 if line and not line.startswith(" "))  # fmt: skip
     assert rows["evaluation"] == "evaluated (--no-cache)"
     assert max(len(line) for line in out.splitlines()) <= 80
-    code, _, err = explain(capsys, "--export", "--verbose", *LLAMA)  # its report
-    rows = dict(line.split(None, 1) for line in err.splitlines()[:6]
-                if line and not line.startswith(" "))  # fmt: skip
-    assert code == 0 and rows["evaluation"].split()[0] == "evaluated"  # always
+    for cache in ("1", "0"):  # an export always evaluates, the cache on or off
+        monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE", cache)
+        code, _, err = explain(capsys, "--export", "--verbose", *LLAMA)  # its report
+        rows = dict(line.split(None, 1) for line in err.splitlines()[:6]
+                    if line and not line.startswith(" "))  # fmt: skip
+        held = rows["evaluation"].startswith("evaluated (never from")
+        assert code == 0 and held is (cache == "1")  # only a cache holds it
 
 
 def test_verify_evaluates_a_module_launch_as_explain_does(

@@ -96,13 +96,17 @@ def starting(
             checks = [getattr(f, "__self__", None) for f in exits]
             if not checks:
                 assert not Path(fake_child["FAKE_CHILD_LOG"]).exists()  # no child
+                assert not Installed.made  # no verdict to heed
                 return said, None, []
             [check] = checks
             assert isinstance(check, process.Child)
-            if Installed.made:  # a launcher heeds its verdict
-                [waiter] = Installed.made
+            # A launcher heeds its verdict for what it starts later; a launch
+            # that trains in its own process starts nothing that would.
+            assert len(Installed.made) == (0 if launch.in_process else 1)
+            for waiter in Installed.made:
                 assert waiter.installed and waiter.check is check
                 assert waiter.outcome is said[0]
+                assert (waiter.launch, waiter.apply) == (launch, applied)
             check.process.wait(30)
             child = started(fake_child)[-1]
             return said, check, child["argv"]
@@ -161,7 +165,9 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
                         "--say"]  # fmt: skip
     assert argv[10:] == ["--path0", os.getcwd(), "--", *ARGS]
     assert starting.lowered == [check.pid]  # idle from its first instruction
-    [child] = started(dict(os.environ))
+    said_in_process, checked, _ = starting(pending(in_process=True))
+    assert said_in_process[0].queues == 8 and isinstance(checked, process.Child)
+    [child, _] = started(dict(os.environ))
     assert child["switch"] == "0" and child["pgid"] == child["pid"]  # its own group
     assert child["queues"] is None  # the environment before the value was set
     # What the entry depended on changed: said, and evaluated again.
@@ -263,6 +269,22 @@ def test_a_check_that_cannot_start_leaves_the_cached_value(
     assert said[1].text.endswith(str(BlockingIOError(11, os.strerror(11))))
     check_lines(request, [("Popen: EAGAIN", said[1].message)])
     assert sorted(os.listdir("/proc/self/fd")) == fds  # its copy of stderr closed
+
+
+def test_a_check_that_cannot_be_lowered_still_checks(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check that ends (or cannot be reached) before it is made idle is no
+    error of the launch's: the cached value is set, and nothing more said."""
+    store_entry()
+
+    def gone(pid: int) -> None:
+        raise ProcessLookupError(3, "No such process")
+
+    monkeypatch.setattr(parent, "lower_priority_of", gone)
+    said, check, _ = starting(pending())
+    assert [(o.level, o.queues) for o in said] == [("set", 8)]
+    assert isinstance(check, process.Child)
 
 
 def test_the_check_ends_with_its_launcher(

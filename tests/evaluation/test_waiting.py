@@ -293,16 +293,42 @@ def test_our_own_failure_is_one_warning_never_an_exception() -> None:
     assert env == {"ROCM_HWQ_AUTOSET_ORIGIN": "unset --module"}
 
 
+@pytest.mark.parametrize("cached", [False, True])
 def test_another_launch_s_answer_is_said_to_be_one(
-    waiter: tuple[parent.Waiter, FakeEvaluation, Applied],
+    waiter: tuple[parent.Waiter, FakeEvaluation, Applied], cached: bool
 ) -> None:
     w, evaluation, applied = waiter
-    evaluation.cached = True
+    evaluation.cached = cached
     w.need()
     [(outcome, _, quiet, _)] = applied.calls
     assert not quiet
     five = ("compute", "all_reduce", "fsdp_comm", "expert_comm", "cudagraph_capture")
-    assert outcome.line({}) == set_line(8, five, where=PEER)
+    assert outcome.line({}) == set_line(8, five, where=PEER if cached else "")
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+def test_another_launch_s_answer_is_checked_and_its_verdict_heeded(
+    in_process: bool,
+) -> None:
+    """The child that took a peer's answer goes on to check it: a launcher
+    heeds its verdict for the processes it starts from then on; a launch that
+    trains in its own process has none to start (the child says it itself)."""
+    from rocm_hwq_autoset._evaluation.answer import Answer, Verdict
+
+    evaluation = FakeEvaluation(cached=True)
+    check = Checking()
+    evaluation.child = check  # type: ignore[assignment]
+    w = parent.Waiter(pending(in_process), Applied(), evaluation=evaluation)  # type: ignore[arg-type]
+    w.need()
+    assert w.check is (None if in_process else check)
+    if in_process:
+        return
+    check.lines.append(
+        json.dumps(Verdict("stale", Answer(config=Q4)).to_json()).encode()
+    )
+    later: dict[str, str] = {}
+    w.audit(POPEN, popen_args(later))
+    assert later["GPU_MAX_HW_QUEUES"] == "4"
 
 
 def test_our_own_failure_after_the_answer_is_one_warning(
@@ -559,21 +585,76 @@ def test_a_fork_made_from_c_code_never_waits_nor_ends_the_evaluation(
 
 
 class Checking:
-    """A check child without a process: its verdict line comes when given."""
+    """A check child without a process: its verdict line comes when given (an
+    ``OSError`` given is raised); it is never waited for."""
 
     def __init__(self) -> None:
-        self.lines: list[bytes] = []
+        self.lines: list[bytes | OSError] = []
         self.asked = 0
+        self.linger = 0.0
 
     def read_line(self, deadline: float) -> bytes | None:
         self.asked += 1
-        return self.lines.pop(0) if self.lines else None
+        assert deadline <= time.monotonic()  # waits for nothing
+        line = self.lines.pop(0) if self.lines else None
+        if isinstance(line, OSError):
+            raise line
+        return line
+
+    def reap(self) -> None:
+        pass
 
 
 Q4 = Config(Inputs(cudagraph=False), SETTINGS)  # compute, all_reduce, fsdp_comm
 
 
-@pytest.mark.parametrize("verdict", ["stale", "same", "unchecked", "no line"])
+class Removals:
+    """Stands for the wrappers of a waiter (``spawns.Wrappers``): how often
+    they were taken off."""
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def remove(self) -> None:
+        self.removed += 1
+
+
+def test_a_forked_copy_never_reads_the_check_s_verdict() -> None:
+    """A process forked from the launcher (multiprocessing's fork) shares the
+    check's pipe: were it to read the verdict, the launcher would never get
+    it. Only the process that started the check reads it."""
+    check = Checking()
+    cached = conclude_cached()
+    w = parent.Waiter(pending(), Applied(), outcome=cached, check=check)  # type: ignore[arg-type]
+    w.owner = os.getpid() + 1  # this process as a forked copy sees it
+    env: dict[str, str] = {}
+    w.audit(POPEN, popen_args(env))
+    assert check.asked == 0 and env == Q8  # the value it has, all the same
+
+
+def test_a_signal_passes_through_even_when_its_line_cannot_be_said() -> None:
+    """Ctrl-C while the launcher waits, with stderr full: the line that says
+    what it cut short cannot be written, and the KeyboardInterrupt goes on
+    as it came (never an OSError of ours instead)."""
+
+    class Full(Applied):
+        def __call__(self, outcome: Outcome, *environs: Any, **kwargs: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+    evaluation = FakeEvaluation(raises=KeyboardInterrupt())
+    w = parent.Waiter(pending(), Full(), evaluation=evaluation)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        w.audit(POPEN, popen_args({}))
+    assert w.abandoned and w.outcome is None
+
+
+def conclude_cached() -> Outcome:
+    from rocm_hwq_autoset._decision import conclude
+
+    return conclude({}, pending(), Config(INPUTS, {}), where=CACHED)
+
+
+@pytest.mark.parametrize("verdict", ["stale", "same", "unchecked", "no line", "error"])
 def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
     """torchrun ``--max-restarts``: the check finds the cached answer stale
     during the first run; every worker started after that gets the corrected
@@ -587,16 +668,19 @@ def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
     check = Checking()
     applied = Applied()
     w = parent.Waiter(launch, applied, outcome=cached, check=check)  # type: ignore[arg-type]
+    w.wrappers = removals = Removals()  # type: ignore[assignment]
     first: dict[str, str] = {}
     w.audit(POPEN, popen_args(first))
     assert first == Q8  # no verdict yet
+    assert removals.removed == 0  # the starts to come are still watched
     made_before = dict(Q8)  # copied from os.environ before the next start
     check.lines.append({
-        "stale": json.dumps(Verdict("stale", Answer(config=Q4)).to_json()),
-        "same": json.dumps(Verdict("same").to_json()),
-        "unchecked": json.dumps(Verdict("unchecked").to_json()),
-        "no line": "",
-    }[verdict].encode())  # fmt: skip
+        "stale": json.dumps(Verdict("stale", Answer(config=Q4)).to_json()).encode(),
+        "same": json.dumps(Verdict("same").to_json()).encode(),
+        "unchecked": json.dumps(Verdict("unchecked").to_json()).encode(),
+        "no line": b"",
+        "error": OSError(5, "Input/output error"),  # as no line: never again
+    }[verdict])  # fmt: skip
     w.audit(POPEN, popen_args(made_before))
     later: dict[str, str] = {}
     w.audit(POPEN, popen_args(later))
@@ -609,6 +693,7 @@ def test_a_checks_verdict_serves_the_rest_of_the_launch(verdict: str) -> None:
     else:
         assert made_before == Q8 and later == Q8
     assert check.asked == 2  # read once it came: then no more
+    assert removals.removed > 0  # nothing more to watch for
     own = {"GPU_MAX_HW_QUEUES": "2"}  # the launcher's own value stays
     w.audit(POPEN, popen_args(own))
     assert own == {"GPU_MAX_HW_QUEUES": "2"}
