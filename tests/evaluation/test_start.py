@@ -190,7 +190,7 @@ def test_start_with_an_entry_applies_it_at_once_and_checks_it_in_the_background(
 )  # fmt: skip
 def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
     starting: Any, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str],
-    checked: bool, said: bool,
+    checked: bool, said: bool, tmp_path: Path,
 ) -> None:  # fmt: skip
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
@@ -199,6 +199,27 @@ def test_one_process_of_the_node_checks_and_says_it_unless_quiet(
     assert [o.queues for o in outcomes if o.queues] in ([8], [])
     assert (check is not None) is checked
     assert ("--say" in argv) is said
+    # No entry: the evaluating child checks what it finds instead (a peer's
+    # answer), and says so as the check of a hit would.
+    monkeypatch.setenv("ROCM_HWQ_AUTOSET_CACHE_DIR", str(tmp_path / "empty"))
+    _, _, argv = starting(pending())
+    assert ("--checks" in argv) is checked and ("--say" in argv) is said
+
+
+def test_a_command_s_look_up_never_counts_as_a_launch(
+    starting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``explain``, ``doctor`` and ``verify`` read an entry without taking it:
+    however often they look, the launches keep their unchecked uses."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    store_entry()
+    for step in range(MAX_UNCHECKED + 1):
+        monkeypatch.setenv("SLURM_STEP_ID", f"command {step}")
+        result, how = parent.evaluate(pending(), os.environ)
+        assert result == EVALUATED and how.startswith("from the cache (")
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    said, check, _ = starting(pending())
+    assert said[0].level == "set" and check is not None
 
 
 @pytest.mark.parametrize("rank", ["", "0", "00", "1"])
