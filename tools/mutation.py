@@ -1469,6 +1469,71 @@ EQUIVALENT: list[Equivalent] = [
         "chunk = os.read(fd, 65537)",
         "The size of each read: the same bytes arrive either way.",
     ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "_over",
+            "and (0 <= now - at < LAUNCH_SECONDS"
+            " or (start and _started(pid) == start))",
+            after,
+            "A float clock (time.time()) against a whole second: the one instant"
+            " where the bound differs is not one a test or a user can make.",
+        )
+        for after in (
+            "and (0 < now - at < LAUNCH_SECONDS or (start and _started(pid) == start))",
+            "and (0 <= now - at <= LAUNCH_SECONDS"
+            " or (start and _started(pid) == start))",
+        )
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_stat",
+        "return fields if len(fields) > 19 else None",
+        "return fields if (len(fields) > 19) or True else None",
+        "Linux's /proc/PID/stat has held 44 fields or more after the name since"
+        " 2.6; none shorter can be made.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "launch_of",
+            'found = ["parent", parent, parent and _started(parent)]',
+            f"found = [{tag}, parent, parent and _started(parent)]",
+            "A constant tag inside a hash: any other tells the same launches apart.",
+        )
+        for tag in ('"XXparentXX"', '"PARENT"')
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.take",
+        'problem = _untrusted(info) or ("" if ours else "?")',
+        'problem = _untrusted(info) or ("" if ours else "XX?XX")',
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.take",
+        'line = f"{mine} {taker} {_started(taker) or 0} {int(time.time())}\\n"',
+        'line = f"{mine} {taker} {_started(taker) or 1} {int(time.time())}\\n"',
+        "The taker is alive as it takes (this process or its launcher), so its"
+        " start time is there; and no process started at tick 1 of a boot runs"
+        " a launch.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.close",
+        "fd, self.fd = self.fd, -1",
+        "fd, self.fd = self.fd, -2",
+        "Only tested for >= 0.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.tag",
+        "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC",
+        "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW & os.O_CLOEXEC",
+        "O_CREAT | O_EXCL never follows a link (open(2)), and Python opens every"
+        " descriptor non-inheritable (PEP 446).",
+    ),
     Equivalent(
         "_evaluation.parent",
         "Evaluation.answer",

@@ -797,12 +797,9 @@ def make_private(path: str) -> None:
     umask: ``~/.cache`` world-writable under ``umask 000``)."""
     missing = []
     head = path
-    while head and not os.path.lexists(head):
+    while head and not os.path.lexists(head):  # ends at "/" or at ""
         missing.append(head)
-        parent = os.path.dirname(head)
-        if parent == head:
-            break
-        head = parent
+        head = os.path.dirname(head)
     for folder in reversed(missing):
         try:
             os.mkdir(folder, 0o700)

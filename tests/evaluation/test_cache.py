@@ -1187,3 +1187,198 @@ def test_a_lock_is_waited_on_while_another_process_blocks_on_it(cache: Cache) ->
         assert not cache.waited_on(name)
     finally:
         os.close(held)
+
+
+# What mutation testing found untested (docs/mutation.md).
+
+
+def _flags_of_each_open(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, int]]:
+    """Each ``os.open`` from now on: its path and its descriptor's
+    non-blocking flag, read as it opened. (Close-on-exec needs no test:
+    Python opens every descriptor so, PEP 446.)"""
+    seen: list[tuple[Any, int]] = []
+    real_open = os.open
+
+    def opened(path: Any, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, *args, **kwargs)
+        seen.append((path, fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK))
+        return fd
+
+    monkeypatch.setattr(_cache.os, "open", opened)
+    return seen
+
+
+def test_the_tag_is_private_made_once_and_never_written_through_a_link(
+    cache: Cache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the umask, the tag is its owner's alone; a link planted where
+    it goes is left as it is, and so is what it points to."""
+    tag = Path(cache.path, _cache.TAG)
+    tag.unlink(missing_ok=True)
+    old = os.umask(0)
+    try:
+        cache.tag()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(tag.stat().st_mode) == 0o600
+    tag.unlink()
+    target = tmp_path / "elsewhere"
+    target.write_text("not the cache's\n")
+    tag.symlink_to(target)
+    cache.tag()
+    assert target.read_text() == "not the cache's\n" and tag.is_symlink()
+
+
+def test_a_take_s_record_is_never_waited_on_nor_written_through_a_link(
+    cache: Cache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(A record on a file server that hangs must not hang the launch.) A link
+    planted where the record goes is refused, and what it points to is left."""
+    served = cache.served_file("k")
+    seen = _flags_of_each_open(monkeypatch)
+    assert cache.take("k", launch(0)) == ""
+    monkeypatch.undo()
+    assert [nonblock for path, nonblock in seen if path == served] == [os.O_NONBLOCK]
+    Path(cache.path, served).unlink()
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    Path(cache.path, served).symlink_to(target)
+    assert cache.take("k", launch(1)).endswith(f"({os.strerror(errno.ELOOP)})")
+    assert target.read_text() == ""
+
+
+def test_a_record_whose_lock_cannot_be_had_is_kept_without(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file server without locks (``ENOLCK``): the take is noted all the
+    same, never an error."""
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert cache.take("k", launch(0)) == ""
+    served = Path(cache.path, cache.served_file("k")).read_text()
+    assert len(served.splitlines()) == 1
+
+
+def test_a_take_counts_once_while_its_taker_lives_however_long_ago(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the seconds a launch's ranks take to start, the process that took
+    it, alive still (its pid and start time), is the same launch."""
+    monkeypatch.setattr(_cache, "LAUNCH_SECONDS", 0)
+    assert cache.take("k", launch(0)) == "" and cache.take("k", launch(0)) == ""
+    served = Path(cache.path, cache.served_file("k")).read_text()
+    assert len(served.splitlines()) == 1
+
+
+def test_a_record_that_cannot_be_read_says_why(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def grew(fd: int, limit: int) -> bytes:
+        raise ConfigError("grew past its size as it was read")
+
+    monkeypatch.setattr(_cache, "read_open", grew)
+    said = cache.take("k", launch(0))
+    assert said.endswith("(grew past its size as it was read)") and said != ""
+
+
+def test_a_private_folder_is_private_from_its_making_and_never_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each folder is made 0700 (under umask 000 too: no moment where another
+    user could put a file in it), then opened without following a link: one
+    put in its place (a regular file, or a link to another user's folder) is
+    refused, and what it points to is left as it was."""
+    modes: list[int] = []
+    real_fchmod = os.fchmod
+
+    def fchmod(fd: int, mode: int) -> None:
+        modes.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        real_fchmod(fd, mode)
+
+    monkeypatch.setattr(_cache.os, "fchmod", fchmod)
+    old = os.umask(0)
+    try:
+        _cache.make_private(str(tmp_path / "a" / "b"))
+    finally:
+        os.umask(old)
+    assert modes == [0o700, 0o700]
+    other = tmp_path / "other"
+    other.mkdir(mode=0o755)
+    (tmp_path / "plain").write_text("")
+    real_mkdir = os.mkdir
+    for swapped_in in ("link", "file"):
+        folder = tmp_path / swapped_in
+
+        def mkdir(path: Any, mode: int = 0o777, *, kind: str = swapped_in) -> None:
+            real_mkdir(path, mode)
+            os.rmdir(path)
+            if kind == "link":
+                os.symlink(other, path)
+            else:
+                Path(path).write_text("")
+                os.chmod(path, 0o644)
+
+        monkeypatch.setattr(_cache.os, "mkdir", mkdir)
+        with pytest.raises(OSError, match=r"Not a directory|Too many levels"):
+            _cache.make_private(str(folder))
+        assert stat.S_IMODE(other.stat().st_mode) == 0o755
+        if swapped_in == "file":
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o644
+
+
+def test_a_command_name_with_a_parenthesis_is_read_past(tmp_path: Path) -> None:
+    """``/proc/PID/stat`` puts the command's name in parentheses, and a name
+    may hold ``) 1 2 3``: the fields come after the last one."""
+    code = ("import sys, time\nopen('/proc/self/comm', 'w').write('x) 7 7 7 7')\n"
+            "print(flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"
+        fields = _cache._stat(child.pid)
+        assert fields is not None and fields[1] == str(os.getpid()).encode()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_launch_of_a_process_by_its_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no job-step variables, a launch is its launcher's parent: its pid
+    and start time (the pid of another process, started later, is another
+    launch); a process whose parent cannot be told (gone) is a launch of its
+    own, in each process another."""
+    starts = iter([1000, 2000])
+    monkeypatch.setattr(_cache, "_started", lambda pid: next(starts))
+    assert _cache.launch_of({}) != _cache.launch_of({})  # another start time
+    monkeypatch.undo()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    pid = int(gone.stdout)
+    code = ("import sys\nfrom rocm_hwq_autoset._evaluation.cache import launch_of\n"
+            f"print(launch_of({{}}, {pid}))\n")  # fmt: skip
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    found = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True, timeout=60).stdout
+             for _ in range(2)]  # fmt: skip
+    assert found[0] != found[1] and all(len(f.strip()) == 16 for f in found)
+
+
+def test_a_cache_closed_is_closed_at_descriptor_0_and_twice(tmp_path: Path) -> None:
+    """A launcher started with stdin closed: the cache's descriptor may be 0,
+    and is closed all the same; one closed behind its back is no error."""
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    code = (
+        "import os\nos.close(0)\n"
+        "from rocm_hwq_autoset._evaluation.cache import Cache\n"
+        f"c = Cache({str(folder)!r})\nassert c.fd == 0, c.fd\nc.close()\n"
+        "try:\n    os.fstat(0)\nexcept OSError:\n    pass\n"
+        "else:\n    raise SystemExit(3)\n"
+        "c.dir()\nos.close(c.fd)\nc.close()\nprint('ok')\n"
+    )
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
