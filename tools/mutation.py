@@ -1534,6 +1534,129 @@ EQUIVALENT: list[Equivalent] = [
         "O_CREAT | O_EXCL never follows a link (open(2)), and Python opens every"
         " descriptor non-inheritable (PEP 446).",
     ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "_content",
+            'return json.dumps(found, sort_keys=True, separators=(",", ":"))',
+            after,
+            "Both sides of the one comparison it serves are made by it, from"
+            " variants built and read back in one order: any fixed form of the"
+            " JSON compares them alike.",
+        )
+        for after in (
+            'return json.dumps(found, sort_keys=None, separators=(",", ":"))',
+            "return json.dumps(found, sort_keys=True, separators=None)",
+            'return json.dumps(found, separators=(",", ":"))',
+            "return json.dumps(found, sort_keys=True, )",
+            'return json.dumps(found, sort_keys=False, separators=(",", ":"))',
+            'return json.dumps(found, sort_keys=True, separators=("XX,XX", ":"))',
+            'return json.dumps(found, sort_keys=True, separators=(",", "XX:XX"))',
+        )
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_devices",
+        'return sum(1 for item in value.split(",") if item.strip())',
+        'return sum(2 for item in value.split(",") if item.strip())',
+        "A count inside the key: twice it tells the same launches apart.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_home",
+        'home = environ.get("HOME", "")',
+        'home = environ.get("HOME", "XXXX")',
+        "Either default is no absolute path: the passwd entry is asked.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "_interpreter",
+            'venv = ["venv", info.st_ino, info.st_size, info.st_mtime_ns,'
+            " info.st_ctime_ns]",
+            f"venv = [{tag}, info.st_ino, info.st_size, info.st_mtime_ns,"
+            " info.st_ctime_ns]",
+            "A constant tag inside the key: any other tells the same venvs apart.",
+        )
+        for tag in ('"XXvenvXX"', '"VENV"')
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_key_value",
+        "return [os.path.normpath(p) if p else p for p in value.split(os.pathsep)]",
+        "return [os.path.normpath(p) if (p) or True else p for p in"
+        " value.split(os.pathsep)]",
+        "An empty entry of a path variable becomes '.': both are the working"
+        " directory to the interpreter, and the key stays one per meaning.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "machine",
+        "fd = os.open(BOOT_ID, os.O_RDONLY | os.O_CLOEXEC)",
+        "fd = os.open(BOOT_ID, os.O_RDONLY & os.O_CLOEXEC)",
+        "O_RDONLY is 0, and Python opens every descriptor non-inheritable (PEP 446).",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "machine",
+        'found = os.read(fd, 64).decode("ascii").strip().replace("-", "")',
+        'found = os.read(fd, 65).decode("ascii").strip().replace("-", "")',
+        "A boot id is 37 bytes: any read of more takes it whole.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "machine",
+        'found = os.read(fd, 64).decode("ascii").strip().replace("-", "")',
+        'found = os.read(fd, 64).decode("ASCII").strip().replace("-", "")',
+        "Codec names are case-insensitive.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache._entries",
+        "foreign = False",
+        "foreign = None",
+        "Only tested for truth.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "Cache._entries",
+            before,
+            before.replace("follow_symlinks=False", f"follow_symlinks={value}"),
+            "DirEntry takes follow_symlinks for its truth, and a regular file"
+            " (tested without following) is the same file followed.",
+        )
+        for before, value in (
+            ("if not entry.is_file(follow_symlinks=False):  # a link ...", "None"),
+            ("info = entry.stat(follow_symlinks=False)", "None"),
+            ("info = entry.stat(follow_symlinks=False)", "True"),
+        )
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.prune",
+        "if entry.stat(follow_symlinks=False).st_mtime < old:",
+        "if entry.stat(follow_symlinks=True).st_mtime < old:",
+        "Only regular files reach it (a link makes the folder foreign, and"
+        " nothing is pruned): followed or not, the same file.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "Cache.waited_on",
+            "inode = str(os.stat(name, dir_fd=self.dir(),"
+            " follow_symlinks=False).st_ino)",
+            after,
+            "The lock files are the cache's own, opened without following;"
+            " a link in their place is a match of another file's, which its"
+            " docstring allows: it only costs the caller some CPU.",
+        )
+        for after in (
+            "inode = str(os.stat(name, dir_fd=self.dir(),"
+            " follow_symlinks=None).st_ino)",
+            "inode = str(os.stat(name, dir_fd=self.dir(), ).st_ino)",
+        )
+    ),
     Equivalent(
         "_evaluation.parent",
         "Evaluation.answer",

@@ -22,7 +22,7 @@ from rocm_hwq_autoset._environ import cache_switch
 from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.cache import Cache, key, location, open_cache
-from rocm_hwq_autoset._model import Config
+from rocm_hwq_autoset._model import Config, Inputs
 from tests.evaluation.helpers import served_on_a_full_disk
 from tests.fake_child import ANSWER, INPUTS, SETTINGS
 from tests.helpers import GOLDEN, check_golden, check_lines, child_env, lines_report
@@ -61,6 +61,8 @@ def test_the_words_of_each_entry_not_taken() -> None:
         ({"HOME": "/"}, "/.cache/rocm-hwq-autoset"),
         ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "", "HOME": "/"},
          "/.cache/rocm-hwq-autoset"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "~/c/d", "HOME": "/tmp"}, "/tmp/c/d"),
+        ({"ROCM_HWQ_AUTOSET_CACHE_DIR": "~", "HOME": "/tmp"}, "/tmp"),
     ],
 )  # fmt: skip
 def test_location(environ: dict[str, str], where: str) -> None:
@@ -73,6 +75,10 @@ def test_without_home_the_users_home_is_asked() -> None:
     home = pwd.getpwuid(os.getuid()).pw_dir
     for environ in ({}, {"HOME": ""}, {"HOME": "relative"}):
         assert location(environ) == os.path.join(home, ".cache", "rocm-hwq-autoset")
+    # "~" in the cache's variable is that home too, not a HOME that is none.
+    for tilde in ("~", "~/"):
+        environ = {"HOME": "/nonexistent", "ROCM_HWQ_AUTOSET_CACHE_DIR": tilde}
+        assert location(environ) == os.path.abspath(home)
 
 
 def test_a_uid_with_no_home_has_no_cache(
@@ -1262,6 +1268,19 @@ def test_a_record_whose_lock_cannot_be_had_is_kept_without(
     assert len(served.splitlines()) == 1
 
 
+def test_another_machine_s_variant_of_another_result_is_kept(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines, one record, two results: both variants stay; the same
+    result and record from another machine is one variant."""
+    other = Config(Inputs(tp=2), SETTINGS)
+    for n, config in enumerate([CONFIG, other, other]):
+        monkeypatch.setattr(_cache, "machine", lambda n=n: f"{n:032x}")
+        cache.store("k", config, NO_DEPS)
+    doc = json.loads(Path(cache.entry("k")).read_text())
+    assert len(doc["variants"]) == 2
+
+
 def test_a_take_counts_once_while_its_taker_lives_however_long_ago(
     cache: Cache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1382,3 +1401,75 @@ def test_a_cache_closed_is_closed_at_descriptor_0_and_twice(tmp_path: Path) -> N
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+
+
+def test_a_folder_holding_anything_not_the_cache_s_is_never_pruned(
+    cache: Cache,
+) -> None:
+    """A name not of the cache's form, or a link of its form: the folder is
+    not the cache's alone (it may be the user's), and nothing in it is
+    removed."""
+    cache.tag()
+    assert cache._entries()[2] is False
+    for planted in ("notes.txt", "0" * 32 + ".json"):
+        path = Path(cache.path, planted)
+        if planted.endswith(".json"):
+            path.symlink_to(Path(cache.path, _cache.TAG))
+        else:
+            path.write_text("the user's\n")
+        assert cache._entries()[2] is True
+        path.unlink()
+
+
+def test_an_entry_of_another_format_leaves_no_variant(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_cache, "machine", lambda: "a" * 32)
+    cache.store("k", CONFIG, NO_DEPS)
+    doc = json.loads(Path(cache.entry("k")).read_text())
+    doc["format"] = _cache.FORMAT - 1
+    Path(cache.entry("k")).write_text(json.dumps(doc))
+    monkeypatch.setattr(_cache, "machine", lambda: "b" * 32)
+    cache.store("k", CONFIG, {**NO_DEPS, "env": {"X": "1"}})
+    doc = json.loads(Path(cache.entry("k")).read_text())
+    assert [v["machine"] for v in doc["variants"]] == ["b" * 32]
+
+
+@pytest.mark.timeout(30)
+def test_an_evaluation_never_writes_the_record_through_a_link_nor_waits(
+    cache: Cache, tmp_path: Path
+) -> None:
+    """What a machine's evaluation clears: a link put in the record's place is
+    left, and so is what it points to; a FIFO there is no wait."""
+    served = Path(cache.path, cache.served_file("k"))
+    target = tmp_path / "elsewhere"
+    target.write_text("the user's\n")
+    served.symlink_to(target)
+    cache.evaluated("k")
+    assert target.read_text() == "the user's\n" and served.is_symlink()
+    served.unlink()
+    os.mkfifo(served, 0o600)
+    cache.evaluated("k")  # (blocked for good without O_NONBLOCK: no reader)
+
+
+def test_a_boot_id_that_is_not_one_names_the_machine_by_its_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    odd = tmp_path / "boot_id"
+    odd.write_text("not-a-boot-id\n")
+    monkeypatch.setattr(_cache, "BOOT_ID", str(odd))
+    assert _cache.machine() == _cache.host()
+
+
+def test_a_cache_made_but_not_tagged_is_still_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(A full disk as the tag is written: the cache works without it, and is
+    never pruned.)"""
+
+    def full(self: Cache) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Cache, "tag", full)
+    found, said = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "new")})
+    assert found is not None and said == ""
