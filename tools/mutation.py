@@ -1526,13 +1526,18 @@ EQUIVALENT: list[Equivalent] = [
         "fd, self.fd = self.fd, -2",
         "Only tested for >= 0.",
     ),
-    Equivalent(
-        "_evaluation.cache",
-        "Cache.tag",
-        "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC",
-        "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW & os.O_CLOEXEC",
-        "O_CREAT | O_EXCL never follows a link (open(2)), and Python opens every"
-        " descriptor non-inheritable (PEP 446).",
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            function,
+            "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW"
+            " | os.O_CLOEXEC",
+            "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW"
+            " & os.O_CLOEXEC",
+            "O_CREAT | O_EXCL never follows a link (open(2)), and Python opens"
+            " every descriptor non-inheritable (PEP 446).",
+        )
+        for function in ("Cache.tag", "Cache._write")
     ),
     *(
         Equivalent(
@@ -1696,6 +1701,45 @@ EQUIVALENT: list[Equivalent] = [
         "The lock files are the cache's own, in a folder only its user can"
         " write; a link there is a match of another file's, which only costs"
         " the caller some CPU.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "_file_name",
+        'return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64]',
+        'return "".join(c if c.isalnum() or c in "XX-_.XX" else "_" for c in name)'
+        "[:64]",
+        "X is a letter, kept either way.",
+    ),
+    Equivalent(
+        "_evaluation.cache",
+        "Cache.__init__",
+        "self.fd = -1",
+        "self.fd = -2",
+        "Only tested for >= 0.",
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "Cache.lookup",
+            'raise ValueError("no id")',
+            f"raise ValueError({message})",
+            "Caught at once and said as a corrupt entry: its words are never read.",
+        )
+        for message in ("None", '"XXno idXX"', '"NO ID"')
+    ),
+    *(
+        Equivalent(
+            "_evaluation.cache",
+            "Cache.lookup",
+            "launch = launch_of(environ, launcher)",
+            after,
+            "Only a take names a launcher (the child's, for its --parent): a"
+            " look-up that does not take always has None.",
+        )
+        for after in (
+            "launch = launch_of(environ, None)",
+            "launch = launch_of(environ, )",
+        )
     ),
     Equivalent(
         "_evaluation.parent",

@@ -1392,7 +1392,8 @@ def test_a_cache_closed_is_closed_at_descriptor_0_and_twice(tmp_path: Path) -> N
     code = (
         "import os\nos.close(0)\n"
         "from rocm_hwq_autoset._evaluation.cache import Cache\n"
-        f"c = Cache({str(folder)!r})\nassert c.fd == 0, c.fd\nc.close()\n"
+        f"c = Cache({str(folder)!r})\nassert c.fd == 0 and c.dir() == 0, c.fd\n"
+        "c.close()\n"
         "try:\n    os.fstat(0)\nexcept OSError:\n    pass\n"
         "else:\n    raise SystemExit(3)\n"
         "c.dir()\nos.close(c.fd)\nc.close()\nprint('ok')\n"
@@ -1499,3 +1500,47 @@ def test_a_lock_another_process_holds_is_not_waited_for_unless_asked(
         holder.kill()
         holder.wait()
     assert cache.lock(name, wait=False) is True  # its holder gone
+
+
+def test_a_cache_folder_replaced_since_it_was_opened_is_refused(
+    cache: Cache, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    cache.close()
+    os.rename(cache.path, tmp_path / "moved")
+    os.mkdir(cache.path, 0o700)
+    with pytest.raises(ConfigError) as refused:
+        cache.dir()
+    check_lines(request, [("replaced", str(refused.value))])
+
+
+@pytest.mark.parametrize("damage", ["no variant", "an id that is no id", "no id"])
+def test_an_entry_whose_variants_cannot_be_trusted_is_corrupt(
+    cache: Cache, damage: str
+) -> None:
+    cache.store("k", CONFIG, NO_DEPS)
+    path = Path(cache.entry("k"))
+    doc = json.loads(path.read_text())
+    if damage == "no variant":
+        doc["variants"] = []
+    else:
+        doc["variants"][0]["id"] = "../x" if damage == "an id that is no id" else 7
+    path.write_text(json.dumps(doc))
+    assert cache.lookup("k", {}) == (None, _cache.CORRUPT)
+
+
+def test_a_signal_as_an_entry_is_written_is_never_lost(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C as the entry goes in place, and its temporary file cannot be
+    removed either: the KeyboardInterrupt goes on, not an error of ours."""
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    def stuck(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+
+    monkeypatch.setattr(_cache.os, "replace", interrupted)
+    monkeypatch.setattr(_cache.os, "unlink", stuck)
+    with pytest.raises(KeyboardInterrupt):
+        cache.store("k", CONFIG, NO_DEPS)
