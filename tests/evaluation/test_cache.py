@@ -36,6 +36,12 @@ REFUSED = Answer(refusal=ConfigError("no"))
 NO_DEPS = {"env": {}, "files": [], "dirs": [], "lists": []}
 
 
+def package_env() -> dict[str, str]:
+    """The environment of a child interpreter that imports this package (and,
+    under mutation, its mutant)."""
+    return child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+
+
 def untrusted(folder: Path) -> str:
     """What ``open_cache`` says of a folder it does not trust: the folder, and
     why (``_untrusted``'s words for it)."""
@@ -401,7 +407,7 @@ def test_the_processes_one_process_started_are_one_launch() -> None:
     launch; another parent, another launch."""
     code = ("from rocm_hwq_autoset._evaluation.cache import launch_of;"
             " print(launch_of({}))")  # fmt: skip
-    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    env = package_env()
     ours = {subprocess.run([sys.executable, "-c", code], env=env, text=True,
                            capture_output=True, check=True).stdout
             for _ in range(2)}  # fmt: skip
@@ -1375,9 +1381,9 @@ def test_the_launch_of_a_process_by_its_parent(monkeypatch: pytest.MonkeyPatch) 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
     pid = int(gone.stdout)
-    code = ("import sys\nfrom rocm_hwq_autoset._evaluation.cache import launch_of\n"
+    code = ("from rocm_hwq_autoset._evaluation.cache import launch_of\n"
             f"print(launch_of({{}}, {pid}))\n")  # fmt: skip
-    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    env = package_env()
     found = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, check=True, timeout=60).stdout
              for _ in range(2)]  # fmt: skip
@@ -1398,7 +1404,7 @@ def test_a_cache_closed_is_closed_at_descriptor_0_and_twice(tmp_path: Path) -> N
         "else:\n    raise SystemExit(3)\n"
         "c.dir()\nos.close(c.fd)\nc.close()\nprint('ok')\n"
     )
-    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    env = package_env()
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
@@ -1489,7 +1495,7 @@ def test_a_lock_another_process_holds_is_not_waited_for_unless_asked(
         f"assert Cache({cache.path!r}).lock({name!r}, wait=True)\n"
         "print(flush=True)\ntime.sleep(60)\n"
     )
-    env = child_env({"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT)})
+    env = package_env()
     holder = subprocess.Popen([sys.executable, "-c", code], env=env,
                               stdout=subprocess.PIPE)  # fmt: skip
     try:
