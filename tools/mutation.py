@@ -1838,6 +1838,107 @@ EQUIVALENT: list[Equivalent] = [
         "Only tested for truth.",
     ),
     Equivalent(
+        "_evaluation.deps",
+        "changed",
+        "if file.digest is None or now[0] is None or _digest(path) != file.digest:",
+        "if file.digest is None or now[1] is None or _digest(path) != file.digest:",
+        "_stamp gives four integers or four Nones: the size is None exactly when "
+        "the time is.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "changed",
+        "None in (now[0], stamp[0]) or _matching(path, names) != entries",
+        "None in (now[1], stamp[0]) or _matching(path, names) != entries",
+        "_dir_stamp gives three integers or three Nones: the inode is None "
+        "exactly when the time is.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "changed",
+        "None in (now[0], stamp[0]) or _matching(path, names) != entries",
+        "None in (now[0], stamp[1]) or _matching(path, names) != entries",
+        "As above: the record's stamp was made by _dir_stamp too.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__contains__",
+        'name = ""',
+        "name = None",
+        "The name is set from the key before its one use; when that fails it is "
+        "never used.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__contains__",
+        'name = ""',
+        'name = "XXXX"',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__contains__",
+        "by_presence = False",
+        "by_presence = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__contains__",
+        "by_presence = False",
+        "by_presence = True",
+        "Reached for a key that is no str (os.environb: no bytes), which "
+        "encodekey refuses too: the same error from the same look-up. (A str "
+        "whose own __str__ or __hash__ raises would be counted by presence, not "
+        "by value: counted either way.)",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__delitem__",
+        "self.replay = []",
+        "self.replay = None",
+        "The replay is only tested for truth before it is read, and each listing "
+        "makes a new one.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__setitem__",
+        "self.replay = []",
+        "self.replay = None",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron._in_walk",
+        "self.replay = []  # not the listing's reads: it is over",
+        "self.replay = None  # not the listing's reads: it is over",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron._walk",
+        "self.replay = []",
+        "self.replay = None",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__getitem__",
+        "self.read.setdefault(self.text(key), None)",
+        "self.read.setdefault(self.text(key), )",
+        "setdefault's default is None.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron._walk",
+        "def _walk(self, listing: bool = False) -> Iterator[Any]:",
+        "def _walk(self, listing: bool = True) -> Iterator[Any]:",
+        "A walk by __iter__ would end with a listing too, but only a read from "
+        "the instruction that last called keys() takes one, and that instruction "
+        "(dict(), copy(), {**os.environ}) reads through keys()' own listing, made"
+        " anew.",
+    ),
+    Equivalent(
         "_evaluation.spawns",
         "Wrappers.waiting_first",
         "self.need(environ if isinstance(environ, MutableMapping) else None)",

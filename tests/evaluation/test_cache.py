@@ -3,6 +3,7 @@ entry must match, when an entry is trusted, how it is written and pruned."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -725,6 +726,32 @@ def test_only_entries_count_as_entries(cache: Cache, tmp_path: Path) -> None:
     Path(cache.path, f"{K[2]}.json").mkdir()
     Path(cache.path, "k.json").write_text("{}")  # not a key's name
     assert cache.count() == 1
+
+
+def test_an_entry_pruned_while_listed_leaves_the_others_counted(
+    cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another rank's prune between the listing and the look at one entry:
+    that one is gone; those listed after it still count."""
+    for k in K[:3]:
+        cache.store(k, CONFIG, NO_DEPS)
+    listing = os.scandir
+
+    class Pruned:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def is_file(self, *, follow_symlinks: bool = True) -> bool:
+            raise FileNotFoundError(errno.ENOENT, "pruned", self.name)
+
+    def scandir(path: str) -> contextlib.nullcontext[list[Any]]:
+        with listing(path) as found:
+            entries: list[Any] = sorted(found, key=lambda e: e.name)
+        entries[0] = Pruned(entries[0].name)
+        return contextlib.nullcontext(entries)
+
+    monkeypatch.setattr(_cache.os, "scandir", scandir)
+    assert cache.count() == 2
 
 
 def _age(path: Path, seconds: float) -> None:

@@ -4,6 +4,7 @@ notes, and the rule of what counts, each side of it."""
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -23,6 +24,9 @@ from rocm_hwq_autoset._evaluation.deps import (
     RACY_NS,
     ChangedDuring,
     Recorder,
+    _fd_path,
+    _finders,
+    _names_a_folder_read,
     changed,
     counts,
 )
@@ -316,6 +320,48 @@ def test_variables_a_config_could_use_count(name: str) -> None:
     assert counts(name) and name not in NOT_CONFIG
 
 
+def test_a_descriptor_names_a_path_only_when_it_is_open_on_one(
+    tmp_path: Path,
+) -> None:
+    read, write = os.pipe()
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert _fd_path(read) is None  # "pipe:[...]"
+        assert _fd_path(folder) == str(tmp_path)
+        os.close(read)
+        assert _fd_path(read) is None
+    finally:
+        os.close(folder)
+        os.close(write)
+
+
+def test_only_a_finder_that_listed_its_folder_tells_what_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib.machinery import FileFinder
+
+    listed, unlisted = FileFinder(str(tmp_path / "a")), FileFinder(str(tmp_path / "b"))
+    listed._path_cache, listed._path_mtime = {"x.py"}, 5  # type: ignore[attr-defined]
+    lookalike = argparse.Namespace(path=str(tmp_path / "c"), _path_cache={"y.py"})
+    cache = {"a": listed, "b": unlisted, "c": lookalike, "d": None}
+    monkeypatch.setattr(sys, "path_importer_cache", cache)
+    assert _finders() == {str(tmp_path / "a"): {"x.py"}}
+
+
+@pytest.mark.parametrize(
+    ("folder", "read", "under"),
+    [("/scratch/job-1", "/scratch/job-1/tp.txt", True),
+     ("/scratch/job-1/", "/scratch/job-1/tp.txt", True),
+     ("/scratch/job-1", "/scratch/job-1", True),
+     ("/", "/etc/tp.txt", True),
+     ("/scratch/job-1", "/scratch/job-10/tp.txt", False),
+     ("/scratch/job-1 ", "/scratch/job-1/tp.txt", False),
+     ("scratch/job-1", "/scratch/job-1/tp.txt", False), ("", "/tp.txt", False)],
+)  # fmt: skip
+def test_which_folders_a_read_was_under(folder: str, read: str, under: bool) -> None:
+    assert _names_a_folder_read(folder, [read]) is under
+
+
 # Issue #23: what an evaluation really read. Each test below fails on the
 # recorder as it was (named in its docstring).
 
@@ -397,6 +443,58 @@ def test_a_listing_not_read_at_once_is_over(workdir: Path) -> None:
     assert len(deps["env"]) == 2 and deps["env"]["ASKED"] is None
 
 
+@pytest.mark.parametrize(
+    "walk", ["last = list(os.environ)[-1]",
+             "for last in os.environ:\n    break",
+             "for key in os.environ:\n    for last in os.environ:\n        pass"],
+)  # fmt: skip
+def test_the_key_a_finished_walk_handed_out_last_counts_when_read_by_name(
+    workdir: Path, walk: str
+) -> None:
+    """A walk that ended, at its end or left early, exempts nothing after it."""
+    deps = run(workdir, f"{walk}\nos.environ[last]", MY_CP="1")
+    assert len(deps["env"]) == 1
+
+
+def test_a_walk_holds_its_key_while_another_walk_runs_and_ends(
+    workdir: Path,
+) -> None:
+    body = ("for key in os.environ:\n    sorted(os.environ)\n    os.environ[key]\n"
+            "os.environ.get('ASKED')")  # fmt: skip
+    deps = run(workdir, body, MY_CP="1")
+    assert deps["env"] == {"ASKED": None}
+
+
+def test_a_config_that_empties_the_environment_can_walk_it(workdir: Path) -> None:
+    body = ("for key in list(os.environ):\n    del os.environ[key]\n"
+            "assert list(os.environ) == [] == list(os.environb)")  # fmt: skip
+    assert run(workdir, body, MY_CP="1")["env"] == {}
+
+
+@pytest.mark.parametrize(
+    ("read", "counted"),
+    [("os.environ['MY_CP']", {"MY_CP": "1"}),
+     ("os.environ.get('ASKED')", {"ASKED": None})],
+)  # fmt: skip
+def test_a_read_the_recording_cannot_place_counts(
+    workdir: Path, read: str, counted: dict[str, str | None]
+) -> None:
+    """When telling a walk's read from a read by name fails, the read counts:
+    a needless miss at worst, never a hit with another answer."""
+    body = f"os.environ._in_walk = None  # its bookkeeping breaks\n{read}"
+    assert run(workdir, body, MY_CP="1")["env"] == counted
+
+
+def test_a_presence_test_fails_as_without_the_recording(workdir: Path) -> None:
+    """A name the file system's encoding cannot hold: the error of an
+    environment that records nothing, not another."""
+    body = ("for name in ('TORCHELASTIC_\\ud800', 'MY_\\ud800'):\n"
+            "    try:\n        name in os.environ\n"
+            "    except UnicodeEncodeError:\n        pass\n"
+            "    else:\n        raise AssertionError(name)")  # fmt: skip
+    assert run(workdir, body)["env"] == {}
+
+
 CHANGES = {
     "a file edited after it was read": (
         "open('size.txt').read()\nos.system('echo 16 > size.txt')", "size.txt"),
@@ -470,17 +568,54 @@ def test_a_folder_it_listed_counts_whole_even_on_the_import_path(
     assert changed(deps, {}) == listing_change(workdir)
 
 
+#: An extension module's file name ends so (``.cpython-311-x86_64-linux-gnu.so``).
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _make(folder: Path, entry: str) -> None:
+    """A file in ``folder``, or a folder for a name that ends with ``/`` or is
+    a distribution's metadata."""
+    if entry.endswith(("/", ".dist-info", ".egg-info")):
+        (folder / entry).mkdir()
+    else:
+        (folder / entry).write_text("")
+
+
+@pytest.mark.parametrize(
+    ("entry", "counted"),
+    [("notes.txt", False), ("__pycache__/", False), ("extra.py", True),
+     ("extra/", True), (f"extra{EXTENSION}", True), ("extra-1.0.dist-info", True),
+     ("extra.egg-info", True)],
+)  # fmt: skip
 def test_the_import_machinery_listing_a_folder_counts_its_modules(
-    workdir: Path,
+    workdir: Path, entry: str, counted: bool
 ) -> None:
     """``pkgutil`` (and ``importlib.metadata``) list folders for modules: any
-    module appearing there counts, nothing else does."""
+    module, package or distribution's metadata (its entry points) appearing
+    there counts; nothing else does, nor Python's own bytecode folder."""
     deps = run(workdir, "import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))")
     assert str(workdir / "my_recipes") not in [p for p, *_ in deps["lists"]]
-    (workdir / "my_recipes" / "notes.txt").write_text("")
+    _make(workdir / "my_recipes", entry)
+    said = module_change(workdir / "my_recipes") if counted else None
+    assert changed(deps, {}) == said
+
+
+@pytest.mark.parametrize(
+    ("entry", "counted"),
+    [("late.py", True), ("late/", True), (f"late{EXTENSION}", True),
+     ("late.pyc", True), ("late.txt", False), (f"late{EXTENSION}.bak", False)],
+)  # fmt: skip
+def test_a_module_looked_up_by_name_counts_under_each_name_it_imports_by(
+    workdir: Path, entry: str, counted: bool
+) -> None:
+    """A look-up of ``late`` that failed: a module, a package, an extension
+    module or a sourceless ``.pyc`` by that name appearing would be imported
+    next time."""
+    body = "try:\n    import late\nexcept ImportError:\n    pass"
+    deps = run(workdir, body)
     assert changed(deps, {}) is None
-    (workdir / "my_recipes" / "extra.py").write_text("")
-    assert changed(deps, {}) == module_change(workdir / "my_recipes")
+    _make(workdir, entry)
+    assert changed(deps, {}) == (module_change(workdir) if counted else None)
 
 
 def test_a_path_entry_that_was_missing_counts(workdir: Path) -> None:
@@ -706,22 +841,36 @@ def test_a_folder_walked_by_the_standard_library_counts(
     assert changed(deps, {}) == listing_change(workdir / "checkpoints")
 
 
-def test_a_zip_on_the_path_that_gains_a_module_counts(workdir: Path) -> None:
+@pytest.mark.parametrize("inner", ["", "lib/", "lib/py3/"])
+def test_a_zip_on_the_path_that_gains_a_module_counts(
+    workdir: Path, inner: str
+) -> None:
     """Was: a zip file on ``PYTHONPATH`` could not be listed, so a module an
     ``import`` looked for in it, added later, changed nothing (the zip itself
-    was read before the recording began, by the interpreter's own imports)."""
+    was read before the recording began, by the interpreter's own imports).
+    A folder inside the zip on the path counts by its own entries."""
     import zipfile
 
     plugins = workdir.parent / "plugins.zip"
     with zipfile.ZipFile(plugins, "w") as archive:
-        archive.writestr("first_plugin.py", "")
+        archive.writestr(f"{inner}first_plugin.py", "")
+    entry = f"{plugins}/{inner}".rstrip("/")
     body = "try:\n    import late_plugin\nexcept ImportError:\n    pass"
-    deps = run(workdir, body, PYTHONPATH=f"{ROOT}{os.pathsep}{plugins}")
+    deps = run(workdir, body, PYTHONPATH=f"{ROOT}{os.pathsep}{entry}")
     assert changed(deps, {}) is None
-    time.sleep(0.01)
-    with zipfile.ZipFile(plugins, "a") as archive:
-        archive.writestr("late_plugin.py", "")
-    assert changed(deps, {}) == module_change(plugins)
+    for name, said in [("elsewhere/late_plugin.py", None),
+                       (f"{inner}late_plugin.py", module_change(entry))]:  # fmt: skip
+        time.sleep(0.01)
+        with zipfile.ZipFile(plugins, "a") as archive:
+            archive.writestr(name, "")
+        assert changed(deps, {}) == said
+
+
+def test_a_path_entry_under_a_file_that_is_no_zip_stays_missing() -> None:
+    """A ``PYTHONPATH`` entry under a device is no folder and no zip: missing
+    when recorded, missing still."""
+    entry = ["/dev/null/lib", [None, None, None], ["late"], None, False]
+    assert _change("dirs", entry) is None
 
 
 def test_a_folder_on_the_path_only_while_an_import_is_tried_counts(
