@@ -76,6 +76,10 @@ if type(_environ) is not os._Environ:
         _environ.encodevalue,  # type: ignore[attr-defined]
         _environ.decodevalue,  # type: ignore[attr-defined]
     )
+#: The mutant and the hits file as this interpreter started: a program a test
+#: runs may empty its environment (a config that deletes every variable), and
+#: its mutant stays active, its calls counted.
+_at_start = {name: _environ.get(name) for name in (MUTANT, HITS)}
 #: The process that runs pytest for mutmut; None in every other process.
 _main_pid: int | None = None
 #: The names this process has written to ``MUTATION_HITS``: each once.
@@ -85,6 +89,15 @@ _noted_by: int | None = None
 #: ``os.getpid`` itself: a test may patch it (a forked copy, seen from its
 #: owner), and the main process must stay the main process then.
 _getpid = os.getpid
+
+
+def _variable(name: str) -> str | None:
+    """``name`` in the environment; in an interpreter a test started (not
+    mutmut's, where mutmut sets it per mutant), as it started if gone since."""
+    value = _environ.get(name)
+    if value is None and _main_pid is None:
+        return _at_start[name]
+    return value
 
 
 def _run_as_main() -> str | None:
@@ -100,7 +113,7 @@ def _mutant_under_test() -> str:
     does not know by that name: a mutant of MODULE is one of ``__main__`` too."""
     from mutmut.mutation import trampoline
 
-    value = _environ.get(MUTANT)
+    value = _variable(MUTANT)
     if value is None:
         value = trampoline._mutant_under_test or ""
     module, dot, function = value.rpartition(".")
@@ -124,7 +137,7 @@ def _note(name: str, caller: str | None = None) -> None:
     if name in _noted:
         return
     _noted.add(name)
-    path = _environ.get(HITS)
+    path = _variable(HITS)
     if not path:
         return
     try:

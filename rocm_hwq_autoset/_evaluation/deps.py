@@ -223,7 +223,6 @@ class Recorder:
         """Each file read, with its stamp when it was first opened."""
         self.when: dict[str, int] = {}
         """When each file read was stamped (the racy window's end)."""
-        self.written: set[str] = set()
         self.listed: dict[str, tuple[list[int | None], int, list[str] | None]] = {}
         """Each directory the config listed, with its stamp, the time, and its
         entries then."""
@@ -326,8 +325,7 @@ class Recorder:
             if path is None or _folder(args[2]) or os.path.isdir(path):
                 return  # a folder opened to walk it by its descriptor
             if not _reads(args[1], args[2]):
-                self.written.add(path)
-                return
+                return  # an output; a file it read before still counts
             if path.endswith(".pyc"):
                 # A module's compiled form: its source counts (the loader only
                 # stat'ed it), stamped now; a sourceless .pyc is its own source.
@@ -365,8 +363,6 @@ class Recorder:
             raise ChangedDuring(f"the recording failed ({self.why})")
         then = dict.fromkeys(_module_files())
         then.update(self.opened)
-        for path in self.written:
-            then.pop(path, None)  # an output, not an input
         files = {}
         for path, stamp in then.items():
             if _virtual(path) or path.startswith(exclude + os.sep):

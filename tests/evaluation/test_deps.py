@@ -707,6 +707,19 @@ def test_only_pure_writes_are_outputs(workdir: Path) -> None:
     assert not [p for p in files if p.endswith((".log", "checkpoints"))]
 
 
+@pytest.mark.parametrize(
+    "rewrite", ["open('size.txt', 'w').write(size)",
+                "os.close(os.open('size.txt', os.O_WRONLY | os.O_TRUNC))"],
+)  # fmt: skip
+def test_a_file_it_read_then_wrote_still_counts(workdir: Path, rewrite: str) -> None:
+    """A config that reads its file and then writes it (rewrites it as it was,
+    say). Was: taken for an output, left out of the record; an edit of it
+    later was a hit with the answer of the old contents. Changed while the
+    evaluation ran, it stores no entry."""
+    deps = run(workdir, f"size = open('size.txt').read()\n{rewrite}")
+    assert str(workdir / "size.txt") in deps["changed during"]
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_module_loaded_by_path_counts_by_its_source(
     workdir: Path, compiled: bool
