@@ -1839,6 +1839,21 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.deps",
+        "Recorder.deps",
+        "self.on = False",
+        "self.on = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder._file",
+        "if digest is None and now[0] is not None:",
+        "if digest is None and now[1] is not None:",
+        "_stamp gives four integers or four Nones: the size is None exactly when"
+        " the time is.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
         "changed",
         "if file.digest is None or now[0] is None or _digest(path) != file.digest:",
         "if file.digest is None or now[1] is None or _digest(path) != file.digest:",

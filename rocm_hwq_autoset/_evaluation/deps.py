@@ -328,7 +328,8 @@ class Recorder:
                 return  # an output; a file it read before still counts
             if path.endswith(".pyc"):
                 # A module's compiled form: its source counts (the loader only
-                # stat'ed it), stamped now; a sourceless .pyc is its own source.
+                # stat'ed it), stamped now; a sourceless .pyc, or one no source
+                # maps to, is its own source.
                 with contextlib.suppress(ValueError, NotImplementedError):
                     path = self._source_from_cache(path)
             if path not in self.opened:
@@ -367,11 +368,6 @@ class Recorder:
         for path, stamp in then.items():
             if _virtual(path) or path.startswith(exclude + os.sep):
                 continue
-            if (
-                path.endswith(".pyc")
-                and os.path.basename(os.path.dirname(path)) == "__pycache__"
-            ):
-                continue  # its source counts
             files[path] = self._file(path, stamp, self.when.get(path))
         for path in _pth_files():
             files[path] = self._file(path, None, None)

@@ -18,8 +18,10 @@ import pytest
 
 from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation import child as _child
+from rocm_hwq_autoset._evaluation import deps as _deps
 from rocm_hwq_autoset._evaluation.answer import Answer
 from rocm_hwq_autoset._evaluation.deps import (
+    MAX_DIGEST_BYTES,
     NOT_CONFIG,
     RACY_NS,
     ChangedDuring,
@@ -741,6 +743,69 @@ def test_a_module_loaded_by_path_counts_by_its_source(
     assert str(sub) in files and not [p for p in files if p.endswith(".pyc")]
 
 
+@pytest.mark.parametrize(
+    "read", ["import my_helper", "open('my_helper.pyc', 'rb').read()",
+             "open('__pycache__/notes.pyc', 'rb').read()"],
+)  # fmt: skip
+def test_a_pyc_no_source_maps_to_counts_itself(workdir: Path, read: str) -> None:
+    """A sourceless ``.pyc`` (imported, or read), and a file in a
+    ``__pycache__`` whose name is no compiled source's: no source counts for
+    them, they do."""
+    import py_compile
+
+    py_compile.compile(str(workdir / "my_helper.py"), str(workdir / "my_helper.pyc"))
+    (workdir / "my_helper.py").unlink()
+    (workdir / "__pycache__").mkdir()
+    (workdir / "__pycache__" / "notes.pyc").write_bytes(b"1")
+    deps = run(workdir, read)
+    [path] = [p for p, *_ in deps["files"] if p.endswith(".pyc")]
+    with open(path, "ab") as edited:
+        edited.write(b"2")
+    assert changed(deps, {}) == f"{path} changed"
+
+
+def test_modules_imported_before_the_recording_began_count(workdir: Path) -> None:
+    """The standard library's and the package's own (an upgrade of either
+    changes what an evaluation runs)."""
+    deps = run(workdir, "pass")
+    files = [path for path, *_ in deps["files"]]
+    assert json.__file__ in files and _deps.__file__ in files
+
+
+@pytest.mark.parametrize("first", ["/proc/self/status", "cache/notes.json"])
+def test_a_read_that_does_not_count_leaves_those_after_it_counted(
+    workdir: Path, first: str
+) -> None:
+    deps = run(workdir, f"open({first!r}).read()\nopen('size.txt').read()")
+    assert str(workdir / "size.txt") in [path for path, *_ in deps["files"]]
+
+
+@pytest.mark.parametrize(
+    ("size", "bytes_when_read", "stored"),
+    [(8, None, True), (8, "another digest", False),
+     (MAX_DIGEST_BYTES + 1, None, False)],
+)  # fmt: skip
+def test_a_file_changed_as_it_was_read_counts_by_its_bytes(
+    tmp_path: Path, size: int, bytes_when_read: str | None, stored: bool
+) -> None:
+    """Read within a tick of its change (racy): stored with the hash of its
+    bytes; not stored when its bytes differ from those read, or are too many
+    to hash."""
+    racy = tmp_path / "size.txt"
+    racy.write_bytes(b"8" * size)
+    recorder = Recorder()
+    if bytes_when_read is not None:
+        recorder.digests[str(racy)] = bytes_when_read
+    when = os.stat(racy).st_ctime_ns  # read at its change
+    if stored:
+        record_ = recorder._file(str(racy), None, when)
+        assert record_.racy and record_.digest is not None
+        return
+    with pytest.raises(ChangedDuring) as raised:
+        recorder._file(str(racy), None, when)
+    assert str(racy) in str(raised.value)
+
+
 # Needless misses: what changes between jobs and ranks, but not the config.
 
 
@@ -854,9 +919,10 @@ def test_a_folder_walked_by_the_standard_library_counts(
     assert changed(deps, {}) == listing_change(workdir / "checkpoints")
 
 
+@pytest.mark.parametrize("added", ["late_plugin.py", "late_plugin/__init__.py"])
 @pytest.mark.parametrize("inner", ["", "lib/", "lib/py3/"])
 def test_a_zip_on_the_path_that_gains_a_module_counts(
-    workdir: Path, inner: str
+    workdir: Path, inner: str, added: str
 ) -> None:
     """Was: a zip file on ``PYTHONPATH`` could not be listed, so a module an
     ``import`` looked for in it, added later, changed nothing (the zip itself
@@ -871,8 +937,11 @@ def test_a_zip_on_the_path_that_gains_a_module_counts(
     body = "try:\n    import late_plugin\nexcept ImportError:\n    pass"
     deps = run(workdir, body, PYTHONPATH=f"{ROOT}{os.pathsep}{entry}")
     assert changed(deps, {}) is None
-    for name, said in [("elsewhere/late_plugin.py", None),
-                       (f"{inner}late_plugin.py", module_change(entry))]:  # fmt: skip
+    # Elsewhere in the zip: a module at its root whose name, read past the
+    # folder's prefix, would be the one looked up.
+    elsewhere = f"{'x' * len(inner)}late_plugin.py" if inner else "x/late_plugin.py"
+    for name, said in [(elsewhere, None),
+                       (f"{inner}{added}", module_change(entry))]:  # fmt: skip
         time.sleep(0.01)
         with zipfile.ZipFile(plugins, "a") as archive:
             archive.writestr(name, "")
