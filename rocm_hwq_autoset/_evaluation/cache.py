@@ -774,6 +774,9 @@ def open_cache(
     path = location(environ)
     if path is None:
         return None, NO_HOME
+    planted = _planted_on_the_way(path)
+    if planted:
+        return None, f"{path}: {planted}; not used"
     try:
         existed = os.path.lexists(path)
         if create and not existed:
@@ -789,6 +792,54 @@ def open_cache(
         with contextlib.suppress(OSError):
             cache.tag()
     return cache, ""
+
+
+#: How many links a path may go through, as Linux's ``MAXSYMLINKS``.
+MAX_LINKS = 40
+
+
+def _planted_on_the_way(path: str) -> str:
+    """Why a folder on the way to ``path`` (an absolute path; not ``path``
+    itself, which is opened without following a link) could lead elsewhere
+    than its user chose, or ``""``: a symbolic link that another user owns, or
+    that lies in a folder another user owns or can write without its sticky
+    bit (they could put their own there). Each link is followed as the kernel
+    would; a folder missing from there on is made by :func:`make_private`."""
+    trusted = (0, os.getuid())
+    todo = path.split(os.sep)[1:-1]  # the folders on the way
+    todo.reverse()  # taken from the end: first to last
+    here, links = os.sep, 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            here = os.path.dirname(here)
+            continue
+        step = os.path.join(here, name)
+        try:
+            info = os.lstat(step)
+        except OSError:  # missing, or not a folder: as without this test
+            return ""
+        if not stat.S_ISLNK(info.st_mode):
+            here = step
+            continue
+        links += 1
+        if links > MAX_LINKS:  # a loop: opening it fails, and says so
+            return ""
+        folder = os.lstat(here)
+        writable = folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if (
+            info.st_uid not in trusted
+            or folder.st_uid not in trusted
+            or (writable and not folder.st_mode & stat.S_ISVTX)
+        ):
+            return f"{step}, on the way, is a link another user could have made"
+        target = os.readlink(step)
+        if os.path.isabs(target):
+            here = os.sep
+        todo.extend(target.split(os.sep)[::-1])
+    return ""
 
 
 def make_private(path: str) -> None:

@@ -71,6 +71,64 @@ def test_a_link_another_user_plants_is_never_followed(
     assert os.listdir(mine) == []
 
 
+@pytest.mark.parametrize(
+    "where", ["a link of theirs", "a link of mine in their folder",
+              "a link of mine in a folder all can write, not sticky",
+              "a link of mine to theirs", "a link of mine to theirs, absolute"],
+)  # fmt: skip
+def test_a_link_on_the_way_another_user_could_make_is_never_followed(
+    shared: Path, request: pytest.FixtureRequest, where: str
+) -> None:
+    """Was: only the folder itself was opened without following a link; a link
+    on the way to it, to a folder of the victim's, made the cache there (found
+    by a new user's try)."""
+    mine = shared / "mine"
+    mine.mkdir(mode=0o700)
+    theirs = shared / "way"
+    if "theirs" in where:
+        as_other_user(lambda: theirs.symlink_to(mine))
+    if where == "a link of theirs":
+        way = theirs
+    elif where.startswith("a link of mine to theirs"):
+        (shared / "own").mkdir(mode=0o755)
+        way = shared / "own" / "via"
+        way.symlink_to(theirs if where.endswith("absolute") else "../way")
+    elif where == "a link of mine in their folder":
+        as_other_user(lambda: (shared / "theirs").mkdir())
+        way = shared / "theirs" / "way"
+        way.symlink_to(mine)
+    else:
+        (shared / "open").mkdir()
+        (shared / "open").chmod(0o777)
+        way = shared / "open" / "way"
+        way.symlink_to(mine)
+    path = way / "deeper" / "cache"
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(path)})
+    assert cache is None and problem.split(": ")[0] == str(path)
+    check_lines(request, [(where, problem)], shared)
+    assert os.listdir(mine) == []
+
+
+@pytest.mark.parametrize(
+    "where", ["in a folder of mine", "in a sticky folder all can write",
+              "a link to that link"],
+)  # fmt: skip
+def test_a_link_on_the_way_only_its_user_could_make_is_followed(
+    shared: Path, where: str
+) -> None:
+    mine = shared / "mine"
+    mine.mkdir(mode=0o700)
+    folder = shared if "sticky" in where else shared / "own"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    (folder / "way").symlink_to(mine)
+    if where == "a link to that link":
+        (folder / "again").symlink_to("../own/way")
+    way = folder / ("again" if "that link" in where else "way")
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(way / "cache")})
+    assert (cache is not None, problem) == (True, "")
+    assert os.listdir(mine) == ["cache"]
+
+
 def test_the_child_tests_the_folder_it_is_given(
     world: dict[str, str], shared: Path
 ) -> None:
