@@ -362,6 +362,9 @@ class Cache:
         then it must be the same directory)."""
         if self.fd >= 0:
             return self.fd
+        planted = _planted_on_the_way(self.path)
+        if planted:
+            raise ConfigError(planted)
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(self.path, flags)
         try:

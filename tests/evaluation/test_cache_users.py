@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_hwq_autoset._config import ConfigError
 from rocm_hwq_autoset._evaluation import cache as _cache
 from rocm_hwq_autoset._evaluation.cache import Cache, open_cache
 from rocm_hwq_autoset._model import Config
@@ -107,6 +108,9 @@ def test_a_link_on_the_way_another_user_could_make_is_never_followed(
     assert cache is None and problem.split(": ")[0] == str(path)
     check_lines(request, [(where, problem)], shared)
     assert os.listdir(mine) == []
+    (mine / "deeper" / "cache").mkdir(mode=0o700, parents=True)
+    with pytest.raises(ConfigError):  # the child's own opening: tested the same
+        Cache(str(path))
 
 
 @pytest.mark.parametrize(
