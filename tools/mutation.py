@@ -1839,6 +1839,68 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.deps",
+        "_digest",
+        "return hashlib.blake2b(data, digest_size=16).hexdigest()",
+        "return hashlib.blake2b(data, ).hexdigest()",
+        "A digest is only ever compared with one this function made: another size"
+        " is another hash of the same bytes, as unequal to any other file's.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_digest",
+        "return hashlib.blake2b(data, digest_size=16).hexdigest()",
+        "return hashlib.blake2b(data, digest_size=17).hexdigest()",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        "sys.meta_path.insert(0, _Lookups(self))",
+        "sys.meta_path.insert(1, _Lookups(self))",
+        "The first finder is BuiltinImporter: it finds only built-in modules, "
+        "which no file can shadow; every other look-up passes it and reaches the "
+        "recorder's finder.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        'bytes_environ = getattr(os, "environb", None)',
+        'bytes_environ = getattr(os, "environb", )',
+        "The package runs on Linux, where os.environb always is.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        'self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))',
+        'self._site = ("<frozen site>", os.path.join("site.py"))',
+        "mutmut runs on Python 3.11+, where site is frozen and this file never "
+        "lists a folder; on 3.9 and 3.10 "
+        "test_a_folder_site_lists_counts_by_its_pth_files holds it (CI runs the "
+        "suite there).",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        'self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))',
+        'self._site = ("<frozen site>", os.path.join(stdlib, ))',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        'self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))',
+        'self._site = ("<frozen site>", os.path.join(stdlib, "XXsite.pyXX"))',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.start",
+        'self._site = ("<frozen site>", os.path.join(stdlib, "site.py"))',
+        'self._site = ("<frozen site>", os.path.join(stdlib, "SITE.PY"))',
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
         "Recorder.deps",
         "self.on = False",
         "self.on = None",

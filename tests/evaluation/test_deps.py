@@ -7,6 +7,7 @@ import argparse
 import importlib.machinery
 import json
 import os
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -29,6 +30,7 @@ from rocm_hwq_autoset._evaluation.deps import (
     _fd_path,
     _finders,
     _names_a_folder_read,
+    _racy,
     changed,
     counts,
 )
@@ -589,13 +591,18 @@ def _make(folder: Path, entry: str) -> None:
      ("extra/", True), (f"extra{EXTENSION}", True), ("extra-1.0.dist-info", True),
      ("extra.egg-info", True)],
 )  # fmt: skip
+@pytest.mark.parametrize(
+    "listing", ["import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))",
+                "import importlib.metadata as m\n"
+                "list(m.distributions(path=['my_recipes']))"],
+)  # fmt: skip
 def test_the_import_machinery_listing_a_folder_counts_its_modules(
-    workdir: Path, entry: str, counted: bool
+    workdir: Path, entry: str, counted: bool, listing: str
 ) -> None:
-    """``pkgutil`` (and ``importlib.metadata``) list folders for modules: any
+    """``pkgutil`` and ``importlib.metadata`` list folders for modules: any
     module, package or distribution's metadata (its entry points) appearing
     there counts; nothing else does, nor Python's own bytecode folder."""
-    deps = run(workdir, "import pkgutil\nlist(pkgutil.iter_modules(['my_recipes']))")
+    deps = run(workdir, listing)
     assert str(workdir / "my_recipes") not in [p for p, *_ in deps["lists"]]
     _make(workdir / "my_recipes", entry)
     said = module_change(workdir / "my_recipes") if counted else None
@@ -806,6 +813,84 @@ def test_a_file_changed_as_it_was_read_counts_by_its_bytes(
     assert str(racy) in str(raised.value)
 
 
+def test_a_folder_site_lists_counts_by_its_pth_files(workdir: Path) -> None:
+    (workdir / "extra").mkdir()
+    deps = run(workdir, "import site\nsite.addsitedir('extra')")
+    (workdir / "extra" / "notes.txt").write_text("")
+    assert changed(deps, {}) is None
+    (workdir / "extra" / "more.pth").write_text("")
+    assert changed(deps, {}) == module_change(workdir / "extra")
+
+
+def test_a_folder_searched_as_it_changed_counts_by_its_entries(
+    workdir: Path,
+) -> None:
+    body = ("os.mkdir('plugins')\nsys.path.insert(0, 'plugins')\n"
+            "try:\n    import late\nexcept ImportError:\n    pass")  # fmt: skip
+    deps = run(workdir, body)
+    [plugins] = [d for d in deps["dirs"] if d[0] == str(workdir / "plugins")]
+    assert plugins[-1] is True  # racy
+
+
+def test_a_listed_folder_whose_stamp_moved_as_it_ran_stores_nothing(
+    workdir: Path,
+) -> None:
+    """A file came and went in it after the listing: its entries are the
+    same, but what the config saw of it is not known."""
+    body = ("os.listdir('checkpoints')\nopen('checkpoints/tmp', 'w').close()\n"
+            "os.remove('checkpoints/tmp')")  # fmt: skip
+    assert str(workdir / "checkpoints") in run(workdir, body)["changed during"]
+
+
+def test_an_open_in_a_folder_that_is_not_one_fails_as_without_the_recording(
+    workdir: Path,
+) -> None:
+    body = ("read, write = os.pipe()\ntry:\n"
+            "    os.open('size.txt', os.O_RDONLY, dir_fd=read)\n"
+            "except NotADirectoryError:\n    pass\n"
+            "open('size.txt').read()")  # fmt: skip
+    deps = run(workdir, body)
+    assert str(workdir / "size.txt") in [path for path, *_ in deps["files"]]
+
+
+def test_a_file_made_by_os_open_without_a_mode_gets_the_default(
+    workdir: Path,
+) -> None:
+    run(workdir, "os.close(os.open('made.txt', os.O_WRONLY | os.O_CREAT))")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(workdir / "made.txt").st_mode) == 0o777 & ~umask
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_whose_stamp_changed_is_a_change_at_once(tmp_path: Path) -> None:
+    """Its bytes are never hashed: no wait for a writer."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert _change("files", [str(fifo), 1, 2, 3, 4, "digest", True]) == (
+        f"{fifo} changed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("modified", "changed_", "after", "racy"),
+    [(0.25, 0.25, 0.01, True), (0.25, 0.25, 0.03, False),
+     (1.0, 1.0, 1.5, True), (1.0, 1.0, 2.5, False),
+     (1.0, 1.25, 0.5, False), (1.25, 1.0, 0.5, False),
+     (0.0, 1.0, 1.5, True), (0.25, 0.25, RACY_NS / 1e9, False)],
+)  # fmt: skip
+def test_how_long_a_change_makes_a_stamp_racy(
+    modified: float, changed_: float, after: float, racy: bool
+) -> None:
+    """20 ms after its change; 2 s where both its times are whole seconds (a
+    file system that keeps no more), as a file of a reproducible build whose
+    modification time is 0 on one."""
+    base = 1_700_000_000 * 10**9
+    stamp = [base + int(modified * 1e9) if modified else 0, 8, 1,
+             base + int(changed_ * 1e9)]  # fmt: skip
+    assert _racy(stamp, stamp[-1] + int(after * 1e9)) is racy
+
+
 # Needless misses: what changes between jobs and ranks, but not the config.
 
 
@@ -854,7 +939,9 @@ def test_tmpdir_read_by_tempfile_does_not_miss(workdir: Path) -> None:
 
 @pytest.mark.parametrize(
     "read", ["open(os.path.join(tempfile.gettempdir(), 'tp.txt')).read()",
-             "os.listdir(os.environ['SLURM_JOB_TMPDIR'])"],
+             "os.listdir(os.environ['SLURM_JOB_TMPDIR'])",
+             "sys.path.insert(0, os.path.join(tempfile.gettempdir(), 'mods'))\n"
+             "try:\n    import late\nexcept ImportError:\n    pass"],
 )  # fmt: skip
 def test_a_file_read_in_the_jobs_own_folder_makes_the_folder_count(
     workdir: Path, read: str
@@ -1040,7 +1127,8 @@ def test_a_file_changed_as_the_evaluation_began_counts_by_its_bytes(
     clock runs ahead), was "racy" and nothing was stored: an evaluation at
     every launch. Now it is stored and counts by its bytes at every check: a
     change within the same tick, which leaves the stamp as it was, is seen."""
-    body = "os.system('echo 16 > size.txt')\nopen('size.txt').read()"
+    body = ("os.system('echo 16 > size.txt')\nopen('size.txt').read()\n"
+            f"import time; time.sleep({3 * RACY_NS / 1e9})")  # racy as of the read
     deps = run(workdir, body)
     [record_] = [r for r in deps["files"] if r[0] == str(workdir / "size.txt")]
     assert record_[-1] is True and record_[-2] is not None  # racy, by its bytes
