@@ -1127,8 +1127,10 @@ def test_a_file_changed_as_the_evaluation_began_counts_by_its_bytes(
     clock runs ahead), was "racy" and nothing was stored: an evaluation at
     every launch. Now it is stored and counts by its bytes at every check: a
     change within the same tick, which leaves the stamp as it was, is seen."""
-    body = ("os.system('echo 16 > size.txt')\nopen('size.txt').read()\n"
-            f"import time; time.sleep({3 * RACY_NS / 1e9})")  # racy as of the read
+    body = (
+        "os.system('echo 16 > size.txt')\nopen('size.txt').read()\n"
+        f"import time; time.sleep({3 * RACY_NS / 1e9})"
+    )  # racy as of the read
     deps = run(workdir, body)
     [record_] = [r for r in deps["files"] if r[0] == str(workdir / "size.txt")]
     assert record_[-1] is True and record_[-2] is not None  # racy, by its bytes
