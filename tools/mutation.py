@@ -1901,6 +1901,35 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.deps",
+        "Recorder._audit",
+        "self.on = False  # nor be recorded in part: no entry",
+        "self.on = None  # nor be recorded in part: no entry",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder._audit",
+        "self.on = False  # nor be recorded in part: no entry",
+        "self.on = True  # nor be recorded in part: no entry",
+        "broken is set with it: deps() stores nothing, whatever is noted after.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder._note",
+        "with contextlib.suppress(ValueError, NotImplementedError):",
+        "with contextlib.suppress(ValueError, None):",
+        "source_from_cache raises NotImplementedError only where "
+        "sys.implementation.cache_tag is None: not on CPython, the package's.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder._note",
+        "with contextlib.suppress(ValueError, NotImplementedError):",
+        "with contextlib.suppress(ValueError, ):",
+        "As above.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
         "Recorder.deps",
         "self.on = False",
         "self.on = None",

@@ -324,7 +324,7 @@ class Recorder:
             path = _path(args[0], self.dir_fd)
             if path is None or _folder(args[2]) or os.path.isdir(path):
                 return  # a folder opened to walk it by its descriptor
-            if not _reads(args[1], args[2]):
+            if not _reads(args[2]):
                 return  # an output; a file it read before still counts
             if path.endswith(".pyc"):
                 # A module's compiled form: its source counts (the loader only
@@ -462,12 +462,11 @@ def _folder(flags: object) -> bool:
     return isinstance(flags, int) and bool(flags & getattr(os, "O_DIRECTORY", 0))
 
 
-def _reads(mode: object, flags: object) -> bool:
-    """Whether an ``open`` reads the file: ``r``, ``r+``, ``a+`` and
+def _reads(flags: object) -> bool:
+    """Whether an ``open`` reads the file, by its audit event's flags (the
+    built-in ``open``'s mode made into them: ``r``, ``r+`` and ``a+`` read):
     ``O_RDONLY``, ``O_RDWR`` without ``O_TRUNC`` or ``O_EXCL`` (a file it
     creates, as ``tempfile.mkstemp`` does); not a pure write."""
-    if isinstance(mode, str):
-        return "r" in mode or ("a" in mode and "+" in mode)
     if isinstance(flags, int):
         access = flags & os.O_ACCMODE
         if access == os.O_WRONLY:

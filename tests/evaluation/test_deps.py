@@ -853,6 +853,12 @@ def test_an_open_in_a_folder_that_is_not_one_fails_as_without_the_recording(
     assert str(workdir / "size.txt") in [path for path, *_ in deps["files"]]
 
 
+def test_an_open_that_asks_for_a_folder_reads_no_file(workdir: Path) -> None:
+    body = ("try:\n    os.open('size.txt', os.O_RDONLY | os.O_DIRECTORY)\n"
+            "except NotADirectoryError:\n    pass")  # fmt: skip
+    assert str(workdir / "size.txt") not in [p for p, *_ in run(workdir, body)["files"]]
+
+
 def test_a_file_made_by_os_open_without_a_mode_gets_the_default(
     workdir: Path,
 ) -> None:
