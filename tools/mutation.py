@@ -1930,6 +1930,57 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.deps",
+        "_reads",
+        "return True",
+        "return False",
+        "Reached only for flags that are no int: CPython's open and os.open give "
+        "their audit event an int.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.__init__",
+        "self.on = False",
+        "self.on = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.__init__",
+        "self.on = False",
+        "self.on = True",
+        "Nothing reads it before start() sets it: the hook, the finder and the "
+        "environment that do are made there.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.__init__",
+        "self.broken = False",
+        "self.broken = None",
+        "Only tested for truth.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.__init__",
+        'self.why = ""',
+        "self.why = None",
+        "Read only when broken, which sets it.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__init__",
+        "self.replay: list[Any] = []",
+        "self.replay: list[Any] = None",
+        "Only tested for truth before it is read.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "_RecordingEnviron.__init__",
+        "self.listing_site: tuple[Any, int] | None = None",
+        'self.listing_site: tuple[Any, int] | None = ""',
+        "Compared with a tuple, which neither equals.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
         "Recorder.deps",
         "self.on = False",
         "self.on = None",

@@ -240,6 +240,9 @@ class Recorder:
         self.present: dict[str, bool] = {}
         """Each variable tested for that counts by presence, and whether it was
         set then."""
+        self.set_here: set[str] = set()
+        """Each variable the evaluation set or deleted itself, through
+        ``os.environ`` or ``os.environb``: not an input."""
         self.dir_fd: int | None = None
         """The folder descriptor of the ``os.open`` under way, if one."""
         self.on = False
@@ -459,7 +462,7 @@ class FileRecord(NamedTuple):
 
 
 def _folder(flags: object) -> bool:
-    return isinstance(flags, int) and bool(flags & getattr(os, "O_DIRECTORY", 0))
+    return isinstance(flags, int) and bool(flags & os.O_DIRECTORY)
 
 
 def _reads(flags: object) -> bool:
@@ -501,7 +504,7 @@ class _RecordingEnviron(os._Environ[Any]):
         self.present = recorder.present
         self.text = text
         """A key or value as ``str`` (``os.fsdecode`` for ``os.environb``)."""
-        self.set_here: set[Any] = set()
+        self.set_here = recorder.set_here
         self.current: dict[int, Any] = {}
         """The key each unfinished iteration handed out last, by iteration."""
         self.replay: list[Any] = []
@@ -550,7 +553,7 @@ class _RecordingEnviron(os._Environ[Any]):
         try:
             name = self.text(key)
             by_presence = (self.recorder.on and counts_by_presence(name)
-                           and key not in self.set_here)  # fmt: skip
+                           and name not in self.set_here)  # fmt: skip
         except Exception:  # never fail a test for the recording
             by_presence = False
         if not by_presence:
@@ -566,7 +569,7 @@ class _RecordingEnviron(os._Environ[Any]):
         try:
             reader = sys._getframe(1)
             counted = (self.recorder.on and not self._in_walk(key, reader)
-                       and key not in self.set_here)  # fmt: skip
+                       and self.text(key) not in self.set_here)  # fmt: skip
         except Exception:  # never fail a read for the recording: count it
             counted = True
         try:
@@ -579,13 +582,17 @@ class _RecordingEnviron(os._Environ[Any]):
             self.read.setdefault(self.text(key), self.text(value))
         return value
 
+    def _set_here(self, key: Any) -> None:
+        with contextlib.suppress(Exception):  # no name: the write fails
+            self.set_here.add(self.text(key))
+
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.set_here.add(key)
+        self._set_here(key)
         self.replay = []
         super().__setitem__(key, value)
 
     def __delitem__(self, key: Any) -> None:
-        self.set_here.add(key)
+        self._set_here(key)
         self.replay = []
         super().__delitem__(key)
 

@@ -859,6 +859,11 @@ def test_an_open_that_asks_for_a_folder_reads_no_file(workdir: Path) -> None:
     assert str(workdir / "size.txt") not in [p for p, *_ in run(workdir, body)["files"]]
 
 
+def test_a_variable_set_as_bytes_is_set(workdir: Path) -> None:
+    body = "os.environb[b'SET_B'] = b'1'\nassert os.environ['SET_B'] == '1'"
+    assert run(workdir, body)["env"] == {}
+
+
 def test_a_file_made_by_os_open_without_a_mode_gets_the_default(
     workdir: Path,
 ) -> None:
