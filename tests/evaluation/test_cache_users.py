@@ -6,6 +6,7 @@ child that drops to it); elsewhere these tests skip."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -75,7 +76,9 @@ def test_a_link_another_user_plants_is_never_followed(
 @pytest.mark.parametrize(
     "where", ["a link of theirs", "a link of mine in their folder",
               "a link of mine in a folder all can write, not sticky",
-              "a link of mine to theirs", "a link of mine to theirs, absolute"],
+              "a link of mine to theirs", "a link of mine to theirs, absolute",
+              "a link of mine to theirs by ./, // and ..",
+              "a link of mine to theirs, the 40th on the way"],
 )  # fmt: skip
 def test_a_link_on_the_way_another_user_could_make_is_never_followed(
     shared: Path, request: pytest.FixtureRequest, where: str
@@ -92,8 +95,19 @@ def test_a_link_on_the_way_another_user_could_make_is_never_followed(
         way = theirs
     elif where.startswith("a link of mine to theirs"):
         (shared / "own").mkdir(mode=0o755)
+        (shared / "x").mkdir()
         way = shared / "own" / "via"
-        way.symlink_to(theirs if where.endswith("absolute") else "../way")
+        if where.endswith("absolute"):
+            way.symlink_to(theirs)
+        elif "./" in where:
+            way.symlink_to("./../x//../way")
+        elif "40th" in where:  # 39 of mine, then theirs: as many as Linux follows
+            for n in range(38):
+                (shared / "own" / f"l{n}").symlink_to(f"l{n + 1}")
+            (shared / "own" / "l38").symlink_to("../way")
+            way = shared / "own" / "l0"
+        else:
+            way.symlink_to("../way")
     elif where == "a link of mine in their folder":
         as_other_user(lambda: (shared / "theirs").mkdir())
         way = shared / "theirs" / "way"
@@ -103,14 +117,42 @@ def test_a_link_on_the_way_another_user_could_make_is_never_followed(
         (shared / "open").chmod(0o777)
         way = shared / "open" / "way"
         way.symlink_to(mine)
-    path = way / "deeper" / "cache"
+    inside = "cache" if where == "a link of theirs" else "deeper/cache"
+    path = way / inside
     cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(path)})
     assert cache is None and problem.split(": ")[0] == str(path)
     check_lines(request, [(where, problem)], shared)
     assert os.listdir(mine) == []
-    (mine / "deeper" / "cache").mkdir(mode=0o700, parents=True)
-    with pytest.raises(ConfigError):  # the child's own opening: tested the same
+    (mine / inside).mkdir(mode=0o700, parents=True)
+    with pytest.raises(ConfigError) as raised:  # the child's own opening
         Cache(str(path))
+    assert f"{path}: {raised.value}; not used" == problem
+
+
+def test_a_loop_of_links_on_the_way_is_the_kernel_s_error(shared: Path) -> None:
+    (shared / "a").symlink_to("b")
+    (shared / "b").symlink_to("a")
+    path = shared / "a" / "cache"
+    cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": str(path)})
+    assert (cache, problem) == (None, f"{path}: {os.strerror(errno.ELOOP)}")
+
+
+def test_a_link_of_root_s_on_the_way_is_followed_for_another_user(
+    shared: Path,
+) -> None:
+    """``/home`` a link to ``/data/home``: root's links are every user's."""
+    home = shared / "their-home"
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    (shared / "own").mkdir(mode=0o755)
+    (shared / "own" / "home").symlink_to(home)
+
+    def use() -> None:
+        path = str(shared / "own" / "home" / "cache")
+        cache, problem = open_cache({"ROCM_HWQ_AUTOSET_CACHE_DIR": path})
+        assert cache is not None and problem == ""
+
+    as_other_user(use)
 
 
 @pytest.mark.parametrize(

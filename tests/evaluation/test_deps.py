@@ -860,7 +860,9 @@ def test_an_open_that_asks_for_a_folder_reads_no_file(workdir: Path) -> None:
 
 
 def test_a_variable_set_as_bytes_is_set(workdir: Path) -> None:
-    body = "os.environb[b'SET_B'] = b'1'\nassert os.environ['SET_B'] == '1'"
+    body = ("os.environb[b'SET_B'] = b'1'\nassert os.environ['SET_B'] == '1'\n"
+            "try:\n    os.environb[1] = b'1'\nexcept TypeError as e:\n"
+            "    assert str(e) == 'bytes expected, not int', e")  # fmt: skip
     assert run(workdir, body)["env"] == {}
 
 
