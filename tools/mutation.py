@@ -1939,6 +1939,13 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent(
         "_evaluation.deps",
         "Recorder.__init__",
+        "self._machinery: tuple[str, ...] = ()",
+        "self._machinery: tuple[str, ...] = None",
+        "Read only by _note, which runs once start() has set it.",
+    ),
+    Equivalent(
+        "_evaluation.deps",
+        "Recorder.__init__",
         "self.on = False",
         "self.on = None",
         "Only tested for truth.",
