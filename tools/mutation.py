@@ -1930,14 +1930,6 @@ EQUIVALENT: list[Equivalent] = [
     ),
     Equivalent(
         "_evaluation.deps",
-        "_reads",
-        "return True",
-        "return False",
-        "Reached only for flags that are no int: CPython's open and os.open give "
-        "their audit event an int.",
-    ),
-    Equivalent(
-        "_evaluation.deps",
         "Recorder.__init__",
         "self._machinery: tuple[str, ...] = ()",
         "self._machinery: tuple[str, ...] = None",
@@ -1978,13 +1970,6 @@ EQUIVALENT: list[Equivalent] = [
         "self.replay: list[Any] = []",
         "self.replay: list[Any] = None",
         "Only tested for truth before it is read.",
-    ),
-    Equivalent(
-        "_evaluation.deps",
-        "_RecordingEnviron.__init__",
-        "self.listing_site: tuple[Any, int] | None = None",
-        'self.listing_site: tuple[Any, int] | None = ""',
-        "Compared with a tuple, which neither equals.",
     ),
     Equivalent(
         "_evaluation.deps",
