@@ -777,9 +777,6 @@ def open_cache(
     path = location(environ)
     if path is None:
         return None, NO_HOME
-    planted = _planted_on_the_way(path)
-    if planted:
-        return None, f"{path}: {planted}; not used"
     try:
         existed = os.path.lexists(path)
         if create and not existed:
@@ -848,7 +845,12 @@ def _planted_on_the_way(path: str) -> str:
 def make_private(path: str) -> None:
     """Make the folder ``path`` and any missing folder on the way to it 0700,
     whatever the umask (``os.makedirs`` makes those on the way 0777 less the
-    umask: ``~/.cache`` world-writable under ``umask 000``)."""
+    umask: ``~/.cache`` world-writable under ``umask 000``). ``ConfigError``,
+    and nothing made, where the way to it could lead elsewhere
+    (:func:`_planted_on_the_way`, which :meth:`Cache.dir` asks too)."""
+    planted = _planted_on_the_way(path)
+    if planted:
+        raise ConfigError(planted)
     missing = []
     head = path
     while head and not os.path.lexists(head):  # ends at "/" or at ""
